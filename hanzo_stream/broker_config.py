@@ -1,0 +1,189 @@
+"""The broker configuration, computed once and rendered for every place a broker runs.
+
+`broker_config()` is the single source of every non-secret broker property. The local
+platform writes it as server.properties; the Pulumi program renders the very same dict as
+the container's environment (bitnami `KAFKA_CFG_*` or apache/kafka `KAFKA_*`). Secrets
+(the JAAS user lists) come from `jaas_config()` and travel separately: a 0600 file locally,
+Kubernetes Secrets in the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+CLIENT, INTERNAL, CONTROLLER = "CLIENT", "INTERNAL", "CONTROLLER"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+TLS_PROTOCOL = "TLSv1.3"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One combined broker+controller: its id and how the others reach it."""
+
+    node_id: int
+    host: str
+    client_port: int = 9093
+    internal_port: int = 9094
+    controller_port: int = 9095
+
+
+@dataclass(frozen=True)
+class Replication:
+    default_replication_factor: int
+    min_insync_replicas: int
+
+    @staticmethod
+    def for_cluster(brokers: int) -> Replication:
+        """One broker: everything 1 or consumers fail. Three or more: RF 3, min ISR 2."""
+        if brokers < 3:
+            return Replication(1, 1)
+        return Replication(3, 2)
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    node_id: int
+    nodes: tuple[Node, ...]
+    log_dirs: str
+    keystore_pem: str  # private key + certificate chain, PEM
+    truststore_pem: str  # CA certificate, PEM
+    bind_host: str = "0.0.0.0"
+    admin_principal: str = "admin"
+    client_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "PLAIN")
+    group_initial_rebalance_delay_ms: int = 3000
+    extra: tuple[tuple[str, str], ...] = ()  # per-environment overrides, applied last
+
+    @property
+    def me(self) -> Node:
+        return next(n for n in self.nodes if n.node_id == self.node_id)
+
+    @property
+    def replication(self) -> Replication:
+        return Replication.for_cluster(len(self.nodes))
+
+
+def broker_config(s: BrokerSettings) -> dict[str, str]:
+    """Every non-secret property of one broker, as strings, in a stable order."""
+    me, rep = s.me, s.replication
+    voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in s.nodes)
+    internal_mech = "PLAIN"  # controller/inter-broker: static JAAS, needs no metadata to log in
+    cfg: dict[str, str] = {
+        # KRaft combined mode
+        "process.roles": "broker,controller",
+        "node.id": str(s.node_id),
+        "controller.quorum.voters": voters,
+        "controller.listener.names": CONTROLLER,
+        "inter.broker.listener.name": INTERNAL,
+        "listeners": (
+            f"{CLIENT}://{s.bind_host}:{me.client_port},"
+            f"{INTERNAL}://{s.bind_host}:{me.internal_port},"
+            f"{CONTROLLER}://{s.bind_host}:{me.controller_port}"
+        ),
+        "advertised.listeners": (
+            f"{CLIENT}://{me.host}:{me.client_port},{INTERNAL}://{me.host}:{me.internal_port}"
+        ),
+        # No PLAINTEXT anywhere: every listener is SASL over TLS.
+        "listener.security.protocol.map": (
+            f"{CLIENT}:SASL_SSL,{INTERNAL}:SASL_SSL,{CONTROLLER}:SASL_SSL"
+        ),
+        "log.dirs": s.log_dirs,
+        # SASL
+        "sasl.enabled.mechanisms": ",".join(s.client_mechanisms),
+        "listener.name.client.sasl.enabled.mechanisms": ",".join(s.client_mechanisms),
+        "listener.name.internal.sasl.enabled.mechanisms": internal_mech,
+        "listener.name.controller.sasl.enabled.mechanisms": internal_mech,
+        "sasl.mechanism.inter.broker.protocol": internal_mech,
+        "sasl.mechanism.controller.protocol": internal_mech,
+        # TLS 1.3, PEM files; clients verify the broker's hostname.
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": s.keystore_pem,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": s.truststore_pem,
+        "ssl.protocol": TLS_PROTOCOL,
+        "ssl.enabled.protocols": TLS_PROTOCOL,
+        "ssl.client.auth": "none",
+        "ssl.endpoint.identification.algorithm": "https",
+        # Authorization: deny by default, one super user.
+        "authorizer.class.name": AUTHORIZER,
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": f"User:{s.admin_principal}",
+        # Durability
+        "default.replication.factor": str(rep.default_replication_factor),
+        "min.insync.replicas": str(rep.min_insync_replicas),
+        "offsets.topic.replication.factor": str(rep.default_replication_factor),
+        "transaction.state.log.replication.factor": str(rep.default_replication_factor),
+        "transaction.state.log.min.isr": str(rep.min_insync_replicas),
+        "unclean.leader.election.enable": "false",
+        "auto.create.topics.enable": "false",
+        "delete.topic.enable": "true",
+        "num.partitions": "4",
+        "group.initial.rebalance.delay.ms": str(s.group_initial_rebalance_delay_ms),
+    }
+    cfg.update(dict(s.extra))
+    return cfg
+
+
+def jaas_config(admin_password: str, plain_users: Mapping[str, str]) -> dict[str, str]:
+    """The secret half of the configuration: JAAS entries for each listener.
+
+    Controller and inter-broker links log in as the admin with PLAIN. Clients may use
+    SCRAM-SHA-512 (credentials live in the cluster metadata, managed by the reconciler)
+    or PLAIN (users listed here).
+    """
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    admin = f'username="admin" password="{admin_password}" user_admin="{admin_password}"'
+    users = " ".join(f'user_{u}="{p}"' for u, p in sorted(plain_users.items()))
+    return {
+        "listener.name.controller.plain.sasl.jaas.config": f"{plain} {admin};",
+        "listener.name.internal.plain.sasl.jaas.config": f"{plain} {admin};",
+        "listener.name.client.plain.sasl.jaas.config": (
+            f'{plain} user_admin="{admin_password}" {users};'
+        ),
+        "listener.name.client.scram-sha-512.sasl.jaas.config": scram,
+    }
+
+
+def to_server_properties(cfg: Mapping[str, str]) -> str:
+    """server.properties text (Java properties escaping for the few characters that need it)."""
+
+    def esc(v: str) -> str:
+        return v.replace("\\", "\\\\").replace("\n", "\\n")
+
+    return "".join(f"{k}={esc(v)}\n" for k, v in cfg.items())
+
+
+def to_bitnami_env(cfg: Mapping[str, str]) -> dict[str, str]:
+    """bitnami/kafka convention: KAFKA_CFG_FOO_BAR becomes foo.bar."""
+    out = {}
+    for k, v in cfg.items():
+        if "_" in k or "-" in k:
+            raise ValueError(f"{k!r} cannot be expressed as a bitnami KAFKA_CFG_* variable")
+        out["KAFKA_CFG_" + k.upper().replace(".", "_")] = v
+    return out
+
+
+def from_bitnami_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The inverse, as the bitnami entrypoint applies it (used by tests to prove round trips)."""
+    p = "KAFKA_CFG_"
+    return {k[len(p):].lower().replace("_", "."): v for k, v in env.items() if k.startswith(p)}
+
+
+def to_apache_env(cfg: Mapping[str, str]) -> dict[str, str]:
+    """apache/kafka convention: KAFKA_ + upper case, '.'->'_', '_'->'__', '-'->'___'."""
+    return {
+        "KAFKA_" + k.replace("_", "__").replace("-", "___").replace(".", "_").upper(): v
+        for k, v in cfg.items()
+    }
+
+
+def from_apache_env(env: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for k, v in env.items():
+        if not k.startswith("KAFKA_"):
+            continue
+        body = k[len("KAFKA_"):].lower()
+        out[body.replace("___", "\0").replace("__", "\1").replace("_", ".")
+            .replace("\0", "-").replace("\1", "_")] = v
+    return out

@@ -1,0 +1,1 @@
+"""The local platform: real processes on this machine, started and stopped by the CLI."""

@@ -1,0 +1,76 @@
+"""Fetch JVM artifacts from Maven Central with Maven itself, into a versioned cache.
+
+Maven resolves the transitive runtime dependencies and keeps its own ~/.m2 cache, so a
+second machine-local fetch is a copy, not a download.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..versions import JMX_EXPORTER_VERSION, KAFKA_VERSION, SCALA_BINARY
+from .paths import cache_dir
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>ai.hanzo.stream</groupId><artifactId>{name}</artifactId><version>1</version>
+  <dependencies>
+{deps}
+  </dependencies>
+</project>
+"""
+
+
+class FetchFailed(RuntimeError):
+    pass
+
+
+def fetch(name: str, coordinates: list[str], transitive: bool = True) -> Path:
+    """Copy `group:artifact:version` jars (and their runtime dependencies) into the cache."""
+    dest = cache_dir() / "jars" / name
+    if (dest / ".complete").exists():
+        return dest
+    if shutil.which("mvn") is None:
+        raise FetchFailed("Maven (mvn) is not installed: run .ci/install or `apt-get install maven`")
+    deps = "\n".join(
+        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
+        f"<version>{v}</version>{'' if transitive else '<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>'}</dependency>"
+        for g, a, v in (c.split(":") for c in coordinates)
+    )
+    tmp_dest = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp_dest, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as work:
+        Path(work, "pom.xml").write_text(_POM.format(name=name, deps=deps))
+        proc = subprocess.run(
+            ["mvn", "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={tmp_dest}"],
+            cwd=work, capture_output=True, text=True,
+        )
+    if proc.returncode != 0:
+        raise FetchFailed(f"mvn could not fetch {coordinates}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    (tmp_dest / ".complete").write_text("\n".join(coordinates) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp_dest.rename(dest)
+    return dest
+
+
+def kafka_jars() -> Path:
+    """The broker, its tools (kafka-consumer-groups, perf tools) and their dependencies."""
+    return fetch(f"kafka-{KAFKA_VERSION}", [
+        f"org.apache.kafka:kafka_{SCALA_BINARY}:{KAFKA_VERSION}",
+        f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
+    ])
+
+
+def kafka_classpath() -> str:
+    return str(kafka_jars() / "*")
+
+
+def jmx_exporter_agent() -> Path:
+    d = fetch(f"jmx-exporter-{JMX_EXPORTER_VERSION}",
+              [f"io.prometheus.jmx:jmx_prometheus_javaagent:{JMX_EXPORTER_VERSION}"],
+              transitive=False)
+    return next(d.glob("jmx_prometheus_javaagent-*.jar"))

@@ -1,0 +1,202 @@
+"""Load topics.yaml: YAML with line numbers -> JSON Schema -> HIP policy -> typed Registry.
+
+Every problem is reported as a Problem naming the file, line, field and the fix, and
+all problems are reported at once so a pull request is fixed in one round.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .model import ExtraGrant, Group, LagThresholds, Principal, Registry, Topic
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    field: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}\n    fix: {self.fix}"
+
+
+class RegistryInvalid(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+Path_ = tuple[str | int, ...]
+
+
+def _compose_with_lines(text: str, file: str) -> tuple[Any, dict[Path_, int]]:
+    """Parse YAML keeping the 1-based line of every value, keyed by its path."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        raise RegistryInvalid(
+            [Problem(file, line, "(yaml)", f"not valid YAML: {e}", "fix the YAML syntax")]
+        ) from None
+    lines: dict[Path_, int] = {}
+    constructor = yaml.constructor.SafeConstructor()
+
+    def walk(node: yaml.Node | None, path: Path_) -> Any:
+        if node is None:
+            return None
+        lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            out = {}
+            for k, v in node.value:
+                key = k.value
+                lines[(*path, key)] = k.start_mark.line + 1
+                out[key] = walk(v, (*path, key))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [walk(v, (*path, i)) for i, v in enumerate(node.value)]
+        return constructor.construct_object(node)
+
+    data = walk(root, ())
+    return data, lines
+
+
+def _field(path: Path_, data: Any) -> str:
+    """Render a path as `topics[events_plugin_ingestion].partitions` (names beat indexes)."""
+    out, cur = "", data
+    for part in path:
+        if isinstance(part, int):
+            name = cur[part].get("name") if isinstance(cur, list) and isinstance(cur[part], dict) else None
+            out += f"[{name}]" if name else f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            cur = None
+    return out or "(root)"
+
+
+def parse_retention(value: str) -> int:
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)", value)
+    if not m:
+        raise ValueError(f"bad retention {value!r}")
+    return int(m.group(1)) * _UNITS_MS[m.group(2)]
+
+
+def _schema() -> dict:
+    return json.loads(resources.files(__package__).joinpath("topics.schema.json").read_text())
+
+
+def _schema_fix(err: jsonschema.ValidationError) -> str:
+    if err.validator == "additionalProperties":
+        allowed = ", ".join(sorted(err.schema.get("properties", {})))
+        return f"remove or rename the unknown key; allowed keys: {allowed}"
+    if err.validator == "required":
+        return "add the missing field (see docs/registry.md)"
+    if err.validator == "pattern":
+        return f"use a value matching {err.validator_value}"
+    if err.validator == "enum":
+        return f"use one of: {', '.join(map(str, err.validator_value))}"
+    if err.validator == "type":
+        return f"use a value of type {err.validator_value}"
+    return "see docs/registry.md for the field's format"
+
+
+def load_registry(path: str | Path = "topics.yaml") -> Registry:
+    """Parse, schema-check and policy-check a registry file; raise RegistryInvalid."""
+    from .policy import check  # policy imports model and Problem only
+
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise RegistryInvalid(
+            [Problem(file, 0, "(file)", "file not found", "run from the repo root or pass --registry")]
+        ) from None
+    data, lines = _compose_with_lines(text, file)
+
+    def line_of(p: Path_) -> int:
+        while p and p not in lines:
+            p = p[:-1]
+        return lines.get(p, 1)
+
+    validator = jsonschema.Draft202012Validator(_schema())
+    problems = [
+        Problem(file, line_of(tuple(e.absolute_path)), _field(tuple(e.absolute_path), data),
+                e.message, _schema_fix(e))
+        for e in sorted(validator.iter_errors(data), key=lambda e: line_of(tuple(e.absolute_path)))
+    ]
+    if problems:
+        raise RegistryInvalid(problems)
+
+    registry = _build(data, file)
+    problems = [
+        Problem(file, line_of(p), _field(p, data), msg, fix) for p, msg, fix in check(registry, data)
+    ]
+    if problems:
+        raise RegistryInvalid(sorted(problems, key=lambda p: p.line))
+    return registry
+
+
+def _build(data: dict, file: str) -> Registry:
+    topics = tuple(
+        Topic(
+            name=t["name"],
+            partitions=t["partitions"],
+            retention_ms=parse_retention(t["retention"]),
+            key=t["key"],
+            description=t.get("description", ""),
+            event_types=tuple(t.get("event_types", ())),
+            producers=tuple(t.get("producers", ())),
+            replication_factor=t.get("replication_factor"),
+            config={k: _config_str(v) for k, v in t.get("config", {}).items()},
+            exceptions=dict(t.get("exceptions", {})),
+        )
+        for t in data["topics"]
+    )
+    groups = tuple(
+        Group(
+            name=g["name"],
+            principal=g["principal"],
+            topics=tuple(g["topics"]),
+            consumers=g["consumers"],
+            lag=LagThresholds(**g.get("lag", {})),
+            description=g.get("description", ""),
+        )
+        for g in data["groups"]
+    )
+    grants = []
+    for a in data.get("acls", []):
+        kind, name, pattern = next(
+            (rt, a[k], "PREFIXED" if k.endswith("_prefix") else "LITERAL")
+            for k, rt in (("topic", "TOPIC"), ("topic_prefix", "TOPIC"), ("group", "GROUP"),
+                          ("group_prefix", "GROUP"))
+            if k in a
+        )
+        grants.append(ExtraGrant(a["principal"], tuple(a["operations"]), kind, name, pattern))
+    return Registry(
+        path=file,
+        principals=tuple(Principal(p["name"], p.get("description", "")) for p in data["principals"]),
+        topics=topics,
+        groups=groups,
+        extra_grants=tuple(grants),
+    )
+
+
+def _config_str(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)

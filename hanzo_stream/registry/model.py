@@ -1,0 +1,144 @@
+"""The typed registry: what topics.yaml declares, after parsing and policy checks.
+
+Everything else (reconciler, broker ACLs, alert thresholds, Spark job specs, Pulumi
+secrets) reads these dataclasses, never the YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WILDCARD = "*"
+
+DEFAULT_LAG_WARNING = 100_000
+DEFAULT_LAG_CRITICAL = 1_000_000
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    description: str = ""
+
+    @property
+    def kafka_principal(self) -> str:
+        return f"User:{self.name}"
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+    retention_ms: int
+    key: str
+    description: str = ""
+    event_types: tuple[str, ...] = ()
+    producers: tuple[str, ...] = ()
+    replication_factor: int | None = None  # None: the cluster's default.replication.factor
+    config: dict[str, str] = field(default_factory=dict)  # extra managed topic configs
+    exceptions: dict[str, str] = field(default_factory=dict)
+
+    def managed_configs(self) -> dict[str, str]:
+        """The topic configs the reconciler owns; every other key is left alone."""
+        return {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms), **self.config}
+
+
+@dataclass(frozen=True)
+class LagThresholds:
+    warning: int = DEFAULT_LAG_WARNING
+    critical: int = DEFAULT_LAG_CRITICAL
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    principal: str
+    topics: tuple[str, ...]
+    consumers: int
+    lag: LagThresholds = LagThresholds()
+    description: str = ""
+
+
+@dataclass(frozen=True, order=True)
+class Acl:
+    """One ALLOW binding, in Kafka's own vocabulary (upper-case enums)."""
+
+    principal: str  # "User:name" or "User:*"
+    resource_type: str  # TOPIC | GROUP | CLUSTER
+    resource_name: str
+    pattern_type: str  # LITERAL | PREFIXED
+    operation: str  # READ | WRITE | DESCRIBE | ...
+    host: str = "*"
+    permission: str = "ALLOW"
+
+    def __str__(self) -> str:
+        pattern = "" if self.pattern_type == "LITERAL" else f" ({self.pattern_type.lower()})"
+        return (
+            f"{self.principal} {self.permission} {self.operation} on "
+            f"{self.resource_type.lower()} {self.resource_name}{pattern}"
+        )
+
+
+@dataclass(frozen=True)
+class ExtraGrant:
+    """An explicit `acls:` entry, for grants that producers/groups do not imply."""
+
+    principal: str
+    operations: tuple[str, ...]
+    resource_type: str
+    resource_name: str
+    pattern_type: str = "LITERAL"
+
+
+@dataclass(frozen=True)
+class Registry:
+    path: str
+    principals: tuple[Principal, ...]
+    topics: tuple[Topic, ...]
+    groups: tuple[Group, ...]
+    extra_grants: tuple[ExtraGrant, ...] = ()
+
+    def topic(self, name: str) -> Topic:
+        return next(t for t in self.topics if t.name == name)
+
+    def group(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
+
+    def principal_names(self) -> set[str]:
+        return {p.name for p in self.principals}
+
+    def topic_for_event_type(self, event_type: str) -> Topic:
+        return next(t for t in self.topics if event_type in t.event_types)
+
+    def consumers_of(self, topic: str) -> int:
+        """Expected consumers of a topic: the largest group reading it."""
+        return max((g.consumers for g in self.groups if topic in g.topics), default=0)
+
+    def acls(self) -> frozenset[Acl]:
+        """Every ACL the registry implies: least privilege, derived, never hand-listed."""
+        out: set[Acl] = set()
+        for t in self.topics:
+            for p in t.producers:
+                who = f"User:{p}"
+                out.add(Acl(who, "TOPIC", t.name, "LITERAL", "WRITE"))
+                out.add(Acl(who, "TOPIC", t.name, "LITERAL", "DESCRIBE"))
+        for g in self.groups:
+            who = f"User:{g.principal}"
+            out.add(Acl(who, "GROUP", g.name, "LITERAL", "READ"))
+            for t in g.topics:
+                out.add(Acl(who, "TOPIC", t, "LITERAL", "READ"))
+                out.add(Acl(who, "TOPIC", t, "LITERAL", "DESCRIBE"))
+        for e in self.extra_grants:
+            for op in e.operations:
+                out.add(
+                    Acl(f"User:{e.principal}", e.resource_type, e.resource_name, e.pattern_type, op)
+                )
+        return frozenset(out)
+
+    def owned_principals(self) -> set[str]:
+        """Kafka principals whose ACLs the reconciler owns (adds and removes)."""
+        owned = {p.kafka_principal for p in self.principals}
+        if any(WILDCARD in t.producers for t in self.topics) or any(
+            e.principal == WILDCARD for e in self.extra_grants
+        ):
+            owned.add(f"User:{WILDCARD}")
+        return owned

@@ -1,0 +1,172 @@
+"""The Event Streaming Standard's rules for topics.yaml.
+
+Each rule yields (path, message, fix); the loader turns paths into file lines. Rules are
+plain functions so each can be tested with one passing and one failing registry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .model import WILDCARD, Registry
+
+Finding = tuple[tuple[str | int, ...], str, str]
+
+SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+ENV_PREFIXES = ("prod", "production", "stg", "staging", "stage", "dev", "development",
+                "test", "qa", "uat", "sandbox", "preprod", "local")
+ENV_PATTERN = re.compile(rf"^({'|'.join(ENV_PREFIXES)})(_|$)|_({'|'.join(ENV_PREFIXES)})$")
+KNOWN_KEYS = ("team_id", "org_id", "agent_id", "source_topic", "user_id", "session_id")
+#: Topic configs the registry may not set: they would change semantics the standard fixes.
+FORBIDDEN_CONFIGS = {
+    "cleanup.policy": "the standard fixes cleanup.policy=delete (no compaction)",
+    "retention.ms": "set `retention:` instead (e.g. 7d)",
+    "unclean.leader.election.enable": "unclean leader election loses acknowledged writes",
+    "min.insync.replicas": "min ISR is a per-environment broker setting (Pulumi stack)",
+}
+
+
+def _index(data: dict, section: str, name: str) -> int:
+    return next(i for i, x in enumerate(data[section]) if x.get("name") == name)
+
+
+def topic_names(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, t in enumerate(reg.topics):
+        p = ("topics", i, "name")
+        if not SNAKE.match(t.name):
+            fixed = re.sub(r"[^a-z0-9]+", "_", t.name.lower()).strip("_")
+            yield p, f"topic name {t.name!r} is not snake_case", f"rename it to {fixed!r}"
+        if ENV_PATTERN.search(t.name):
+            yield (p, f"topic name {t.name!r} carries an environment prefix or suffix",
+                   "drop it: environments are separate clusters (one Pulumi stack each)")
+
+
+def group_names(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, g in enumerate(reg.groups):
+        if not KEBAB.match(g.name):
+            fixed = re.sub(r"[^a-z0-9]+", "-", g.name.lower()).strip("-")
+            yield (("groups", i, "name"), f"group name {g.name!r} is not kebab-case",
+                   f"rename it to {fixed!r}")
+        if ENV_PATTERN.search(g.name.replace("-", "_")):
+            yield (("groups", i, "name"), f"group name {g.name!r} carries an environment prefix",
+                   "drop it: environments are separate clusters")
+
+
+def duplicates(reg: Registry, data: dict) -> Iterator[Finding]:
+    for section, items in (("topics", reg.topics), ("groups", reg.groups),
+                           ("principals", reg.principals)):
+        counts = Counter(x.name for x in items)
+        for i, x in enumerate(items):
+            if counts[x.name] > 1:
+                yield ((section, i, "name"), f"{x.name!r} is declared {counts[x.name]} times",
+                       "keep one declaration")
+    seen: dict[str, str] = {}
+    for i, t in enumerate(reg.topics):
+        for j, et in enumerate(t.event_types):
+            if et in seen and seen[et] != t.name:
+                yield (("topics", i, "event_types", j),
+                       f"event type {et!r} is already mapped to topic {seen[et]!r}",
+                       "an event type lives on exactly one topic; remove one mapping")
+            seen[et] = t.name
+
+
+def partitions(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, t in enumerate(reg.topics):
+        consumers = reg.consumers_of(t.name)
+        guideline = max(2 * consumers, 4)
+        if t.partitions < guideline and "partitions" not in t.exceptions:
+            yield (("topics", i, "partitions"),
+                   f"{t.partitions} partitions is below the guideline "
+                   f"max(2 x {consumers} consumers, 4) = {guideline}",
+                   f"set partitions: {guideline}, or document why not under "
+                   f"exceptions.partitions")
+        for g in reg.groups:
+            if t.name in g.topics and g.consumers > t.partitions:
+                yield (("topics", i, "partitions"),
+                       f"group {g.name!r} expects {g.consumers} consumers but the topic has "
+                       f"only {t.partitions} partitions, so {g.consumers - t.partitions} would idle",
+                       f"set partitions >= {g.consumers} or lower the group's consumers")
+
+
+def keys(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, t in enumerate(reg.topics):
+        if t.key not in KNOWN_KEYS:
+            yield (("topics", i, "key"),
+                   f"key {t.key!r} is not an envelope field the standard keys by",
+                   f"use one of: {', '.join(KNOWN_KEYS)}")
+
+
+def configs(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, t in enumerate(reg.topics):
+        for key in t.config:
+            if key in FORBIDDEN_CONFIGS:
+                yield (("topics", i, "config", key), f"config {key!r} may not be set here",
+                       FORBIDDEN_CONFIGS[key])
+
+
+def references(reg: Registry, data: dict) -> Iterator[Finding]:
+    principals = reg.principal_names()
+    topics = {t.name for t in reg.topics}
+    declare = "declare it under principals: (name, description)"
+    for i, t in enumerate(reg.topics):
+        for j, p in enumerate(t.producers):
+            if p != WILDCARD and p not in principals:
+                yield (("topics", i, "producers", j), f"producer {p!r} is not a declared principal",
+                       declare)
+    for i, g in enumerate(reg.groups):
+        if g.principal not in principals:
+            yield (("groups", i, "principal"), f"principal {g.principal!r} is not declared",
+                   declare)
+        for j, t in enumerate(g.topics):
+            if t not in topics:
+                yield (("groups", i, "topics", j), f"topic {t!r} does not exist in the registry",
+                       f"declare it under topics:, or fix the name (known: {', '.join(sorted(topics))})")
+    for i, e in enumerate(reg.extra_grants):
+        if e.principal != WILDCARD and e.principal not in principals:
+            yield (("acls", i, "principal"), f"principal {e.principal!r} is not declared", declare)
+        if e.resource_type == "TOPIC" and e.pattern_type == "LITERAL" and e.resource_name not in topics:
+            yield (("acls", i, "topic"), f"topic {e.resource_name!r} does not exist in the registry",
+                   "declare the topic first")
+
+
+def least_privilege(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, t in enumerate(reg.topics):
+        if WILDCARD in t.producers:
+            if t.name != "dead_letter":
+                yield (("topics", i, "producers"),
+                       f"wildcard producer '*' on {t.name!r}: only dead_letter may be written by "
+                       "every principal", "list the producing principals by name")
+            elif "wildcard_producers" not in t.exceptions:
+                yield (("topics", i, "producers"), "wildcard producer '*' needs a documented reason",
+                       "add exceptions.wildcard_producers: <why>")
+    for i, e in enumerate(reg.extra_grants):
+        if "ALL" in e.operations:
+            yield (("acls", i, "operations"), "operation ALL is not least privilege",
+                   "grant the specific operations needed (READ, WRITE, DESCRIBE, ...)")
+        if e.principal == WILDCARD or e.resource_name in ("", WILDCARD) or (
+            e.pattern_type == "PREFIXED" and len(e.resource_name) < 3
+        ):
+            yield (("acls", i), f"wildcard access ({e.principal} on {e.resource_name!r}) is refused",
+                   "name the principal and the resource; dead_letter's rule lives on the topic")
+
+
+def lag_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, g in enumerate(reg.groups):
+        if g.lag.warning >= g.lag.critical:
+            yield (("groups", i, "lag"),
+                   f"warning ({g.lag.warning}) must be below critical ({g.lag.critical})",
+                   "lower warning or raise critical")
+
+
+RULES: tuple[Callable[[Registry, dict], Iterator[Finding]], ...] = (
+    topic_names, group_names, duplicates, partitions, keys, configs, references,
+    least_privilege, lag_thresholds,
+)
+
+
+def check(reg: Registry, data: dict[str, Any]) -> list[Finding]:
+    return [f for rule in RULES for f in rule(reg, data)]

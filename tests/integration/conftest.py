@@ -1,0 +1,85 @@
+"""One real broker for the whole integration session.
+
+Order of preference: an external cluster named by HANZO_STREAM_BOOTSTRAP (admin
+credentials in HANZO_STREAM_SASL_USERNAME/PASSWORD, principal passwords in the JSON file
+HANZO_STREAM_SECRETS_FILE), otherwise a local KRaft process with SASL, TLS and ACLs
+(the case on machines without a Docker engine, including CI here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hanzo_stream.connection import Connection
+from hanzo_stream.local import credentials, kafka
+from hanzo_stream.registry import Registry
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Cluster:
+    """What a test needs to talk to the broker as any principal."""
+
+    bootstrap: str
+    ca_file: str | None
+    creds: credentials.Credentials
+    brokers: int = 1
+    home: Path | None = None
+    local: kafka.LocalCluster | None = field(default=None, repr=False)
+
+    def as_(self, principal: str, mechanism: str = "SCRAM-SHA-512") -> Connection:
+        return Connection(self.bootstrap, "SASL_SSL", mechanism, principal,
+                          self.creds.password(principal), self.ca_file)
+
+    @property
+    def admin(self) -> Connection:
+        return self.as_("admin")
+
+    def admin_client(self):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(self.admin.confluent())
+
+
+def _start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
+    creds = credentials.load_or_create(home / "credentials.json",
+                                       sorted(registry.principal_names()))
+    local = kafka.start(home / "kafka", creds, brokers=brokers)
+    print(f"\nlocal {brokers}-broker cluster at {local.bootstrap}; logs: "
+          + ", ".join(map(str, local.log_files())))
+    return Cluster(local.bootstrap, local.ca_file, creds, brokers, home, local)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
+    if os.environ.get("HANZO_STREAM_BOOTSTRAP"):
+        secrets_file = os.environ.get("HANZO_STREAM_SECRETS_FILE")
+        principals = json.loads(Path(secrets_file).read_text()) if secrets_file else {}
+        creds = credentials.Credentials(os.environ["HANZO_STREAM_SASL_PASSWORD"], principals)
+        yield Cluster(os.environ["HANZO_STREAM_BOOTSTRAP"], os.environ.get("HANZO_STREAM_CA_FILE"),
+                      creds)
+        return
+    home = tmp_path_factory.mktemp("kafka1")
+    cluster = _start_local(home, registry, brokers=1)
+    try:
+        yield cluster
+    finally:
+        kafka.stop(home / "kafka")
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
+    """Three brokers (RF 3, min ISR 2), started only by the modules that need replication."""
+    home = tmp_path_factory.mktemp("kafka3")
+    cluster = _start_local(home, registry, brokers=3)
+    try:
+        yield cluster
+    finally:
+        kafka.stop(home / "kafka")
