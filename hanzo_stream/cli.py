@@ -1,8 +1,188 @@
-"""The `hanzo-stream` command line. Sub-command groups live next to what they drive."""
+"""The `hanzo-stream` command line. Sub-command groups live next to what they drive.
+
+Exit codes, for CI: 0 success / no changes, 2 changes pending (plan), 1 error.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+import typer
+from rich.console import Console
+
+from .connection import Connection, ConnectionError_
+from .registry import RegistryInvalid, load_registry
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Hanzo Stream: topics.yaml registry, reconciler, schemas, jobs, local platform.")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
+Bootstrap = Annotated[str | None, typer.Option(help="Brokers [env HANZO_STREAM_BOOTSTRAP].")]
+Protocol = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SECURITY_PROTOCOL]")]
+Mechanism = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_MECHANISM]")]
+Username = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_USERNAME]")]
+Password = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_PASSWORD]")]
+CaFile = Annotated[str | None, typer.Option(help="CA bundle [env HANZO_STREAM_CA_FILE].")]
+SecretsFile = Annotated[Path | None, typer.Option(
+    help="JSON {principal: password} for SCRAM users; HANZO_STREAM_PASSWORD_<NAME> wins.")]
+AllowDelete = Annotated[bool, typer.Option(
+    help="Delete topics and ACLs the registry does not list (never internal topics).")]
+MaxDeletions = Annotated[int, typer.Option(help="Refuse the plan if it deletes more topics.")]
+Rotate = Annotated[bool, typer.Option(help="Reset every declared SCRAM user's password.")]
+
+
+def _registry(path: Path):
+    try:
+        return load_registry(path)
+    except RegistryInvalid as e:
+        for p in e.problems:
+            err.print(f"[red]error[/red] {p}")
+        err.print(f"[bold red]{len(e.problems)} problem(s) in {path}; nothing was changed.[/]")
+        raise typer.Exit(1) from None
+
+
+def _connection(bootstrap, protocol, mechanism, username, password, ca_file) -> Connection:
+    try:
+        return Connection.from_env(bootstrap=bootstrap, security_protocol=protocol,
+                                   sasl_mechanism=mechanism, username=username,
+                                   password=password, ca_file=ca_file)
+    except ConnectionError_ as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+
+
+def _admin(conn: Connection):
+    from confluent_kafka.admin import AdminClient
+
+    from .reconcile import CountingAdmin
+
+    return CountingAdmin(AdminClient(conn.confluent() | {"log_level": 4}))
+
+
+@app.command()
+def validate(registry: RegistryOpt = Path("topics.yaml")) -> None:
+    """Check topics.yaml (and schemas/, when present) against the standard. No cluster needed."""
+    reg = _registry(registry)
+    extra = _optional("hanzo_stream.schemas.validate", "validate_all")
+    if extra:
+        problems = extra(reg)
+        for p in problems:
+            err.print(f"[red]error[/red] {p}")
+        if problems:
+            raise typer.Exit(1)
+    out.print(f"[green]ok[/green] {registry}: {len(reg.topics)} topics, {len(reg.groups)} groups, "
+              f"{len(reg.principals)} principals, {len(reg.acls())} ACLs")
+
+
+def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file):
+    from .reconcile import Options, make_plan, observe, validate
+    from .reconcile.secrets import load_passwords
+
+    admin = _admin(conn)
+    try:
+        state = observe(admin)
+    except Exception as e:
+        err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {e}")
+        raise typer.Exit(1) from None
+    passwords = load_passwords(reg.principal_names(), secrets_file)
+    plan = make_plan(reg, state, Options(allow_delete, max_deletions, rotate,
+                                         frozenset(passwords)))
+    if not plan.errors:
+        plan.errors.extend(validate(admin, plan))
+    return admin, plan, passwords
+
+
+@app.command()
+def plan(
+    registry: RegistryOpt = Path("topics.yaml"),
+    json_: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Save the plan for apply.")] = None,
+    allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
+    rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
+    bootstrap: Bootstrap = None, security_protocol: Protocol = None,
+    sasl_mechanism: Mechanism = None, sasl_username: Username = None,
+    sasl_password: Password = None, ca_file: CaFile = None,
+) -> None:
+    """Show what apply would change. Exit 0 no changes, 2 changes pending, 1 error."""
+    from .reconcile.render import print_plan
+
+    reg = _registry(registry)
+    conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
+                       sasl_password, ca_file)
+    _, p, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file)
+    if out_file:
+        out_file.write_text(p.to_json())
+    if json_:
+        sys.stdout.write(p.to_json() + "\n")
+    else:
+        print_plan(p, out)
+        if out_file:
+            out.print(f"Saved to {out_file}; `hanzo-stream apply --plan {out_file}` applies it "
+                      "only if the cluster has not changed since.")
+    raise typer.Exit(p.exit_code)
+
+
+@app.command()
+def apply(
+    registry: RegistryOpt = Path("topics.yaml"),
+    plan_file: Annotated[Path | None, typer.Option("--plan", help="A plan saved by plan --out.")] = None,
+    allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
+    rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    bootstrap: Bootstrap = None, security_protocol: Protocol = None,
+    sasl_mechanism: Mechanism = None, sasl_username: Username = None,
+    sasl_password: Password = None, ca_file: CaFile = None,
+) -> None:
+    """Make the cluster match the registry. Exit 0 done, 1 error (nothing or part applied)."""
+    from .reconcile import Plan, execute
+    from .reconcile.render import print_plan, print_result
+
+    reg = _registry(registry)
+    conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
+                       sasl_password, ca_file)
+    admin, fresh, passwords = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
+                                    secrets_file)
+    todo = fresh
+    if plan_file:
+        saved = Plan.from_json(plan_file.read_text())
+        if saved.fingerprint != fresh.fingerprint:
+            err.print("[bold red]error:[/bold red] the cluster changed since this plan was made "
+                      f"({plan_file}); nothing was applied. Run plan again.")
+            raise typer.Exit(1)
+        todo = saved
+    if not json_:
+        print_plan(todo, out)
+    if todo.errors:
+        raise typer.Exit(1)
+    result = execute(admin, todo, passwords)
+    if json_:
+        sys.stdout.write(json.dumps({
+            "applied": len(result.applied), "admin_calls": dict(admin.calls),
+            "failed": [{"change": c.describe(), "error": m} for c, m in result.failed]}) + "\n")
+    else:
+        print_result(result, out)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _optional(module: str, attr: str):
+    """A part that may not exist in every checkout yet; its own import errors still raise."""
+    if importlib.util.find_spec(module.rsplit(".", 1)[0]) is None or \
+            importlib.util.find_spec(module) is None:
+        return None
+    return getattr(importlib.import_module(module), attr, None)
+
+
+from .local.cli import app as local_app  # noqa: E402
+
+app.add_typer(local_app, name="local", help="The whole platform as local processes.")
+for _name, _module in (("schemas", "hanzo_stream.schemas.cli"), ("jobs", "hanzo_stream.jobs.cli")):
+    _sub = _optional(_module, "app")
+    if _sub is not None:
+        app.add_typer(_sub, name=_name)

@@ -157,7 +157,7 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
         props.write_text(to_server_properties(cfg | secret))
         props.chmod(0o600)
         (d / "log4j.properties").write_text(LOG4J)
-        jvm = [_java(), f"-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
                f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
         if not (d / "data" / "meta.properties").exists():
@@ -209,8 +209,13 @@ def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float) -> No
 
 
 def _any_acl_filter():
-    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType,
-                                       ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     return AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                             AclOperation.ANY, AclPermissionType.ANY)
