@@ -35,9 +35,11 @@ def fetch(name: str, coordinates: list[str], transitive: bool = True) -> Path:
         return dest
     if shutil.which("mvn") is None:
         raise FetchFailed("Maven (mvn) is not installed: run .ci/install or `apt-get install maven`")
+    exclude_all = ("<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId>"
+                   "</exclusion></exclusions>")
     deps = "\n".join(
         f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-        f"<version>{v}</version>{'' if transitive else '<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>'}</dependency>"
+        f"<version>{v}</version>{'' if transitive else exclude_all}</dependency>"
         for g, a, v in (c.split(":") for c in coordinates)
     )
     tmp_dest = dest.with_name(dest.name + ".partial")

@@ -9,6 +9,7 @@ resumes the same cluster.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -172,9 +173,9 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
         if jmx_agent:
             port = cluster.jmx_ports[n["node_id"] - 1]
             agent = [f"-javaagent:{jmx_agent[0]}=127.0.0.1:{port}:{jmx_agent[1]}"]
-        out = open(d / "logs" / "stdout.log", "ab")
-        proc = subprocess.Popen([*jvm[:1], *agent, *jvm[1:], "kafka.Kafka", str(props)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(d / "logs" / "stdout.log", "ab") as out:
+            proc = subprocess.Popen([*jvm[:1], *agent, *jvm[1:], "kafka.Kafka", str(props)],
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         n["pid"] = proc.pid
     cluster.save()
     wait_ready(cluster, creds.admin, timeout)
@@ -235,10 +236,8 @@ def stop(home: Path, timeout: float = 30.0) -> bool:
             time.sleep(0.2)
         if _alive(n["pid"], _marker(cluster, n)):
             os.kill(n["pid"], signal.SIGKILL)
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(n["pid"], os.WNOHANG)
-        except ChildProcessError:
-            pass
         n["pid"] = None
     cluster.save()
     return bool(running)
