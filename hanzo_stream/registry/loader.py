@@ -116,6 +116,16 @@ def _schema_fix(err: jsonschema.ValidationError) -> str:
     return "see docs/registry.md for the field's format"
 
 
+def _schema_problem(e: jsonschema.ValidationError, file: str, data: Any, line_of) -> Problem:
+    path = tuple(e.absolute_path)
+    field = _field(path, data)
+    if e.validator == "required" and isinstance(e.instance, dict):
+        missing = [k for k in e.validator_value if k not in e.instance]
+        return Problem(file, line_of(path), f"{field}.{missing[0]}",
+                       f"missing required field {missing[0]!r}", _schema_fix(e))
+    return Problem(file, line_of(path), field, e.message, _schema_fix(e))
+
+
 def load_registry(path: str | Path = "topics.yaml") -> Registry:
     """Parse, schema-check and policy-check a registry file; raise RegistryInvalid."""
     from .policy import check  # policy imports model and Problem only
@@ -136,11 +146,8 @@ def load_registry(path: str | Path = "topics.yaml") -> Registry:
         return lines.get(p, 1)
 
     validator = jsonschema.Draft202012Validator(_schema())
-    problems = [
-        Problem(file, line_of(tuple(e.absolute_path)), _field(tuple(e.absolute_path), data),
-                e.message, _schema_fix(e))
-        for e in sorted(validator.iter_errors(data), key=lambda e: line_of(tuple(e.absolute_path)))
-    ]
+    problems = [_schema_problem(e, file, data, line_of)
+                for e in sorted(validator.iter_errors(data), key=lambda e: line_of(tuple(e.absolute_path)))]
     if problems:
         raise RegistryInvalid(problems)
 

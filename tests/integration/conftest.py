@@ -83,3 +83,23 @@ def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
         yield cluster
     finally:
         kafka.stop(home / "kafka")
+
+
+def apply_registry(cluster: Cluster, registry: Registry):
+    """Apply a registry as the reconciler does in production; returns (plan, result, admin)."""
+    from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
+
+    admin = CountingAdmin(cluster.admin_client())
+    passwords = dict(cluster.creds.principals)
+    plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset(passwords)))
+    assert not plan.errors, plan.errors
+    result = execute(admin, plan, passwords)
+    assert result.ok, result.failed
+    return plan, result, admin
+
+
+@pytest.fixture(scope="session")
+def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
+    """The session broker with topics.yaml applied: HIP topics, ACLs and SCRAM users."""
+    apply_registry(kafka_cluster, registry)
+    return kafka_cluster

@@ -1,0 +1,80 @@
+"""The one broker configuration function and its renderings."""
+
+from __future__ import annotations
+
+import pytest
+
+from hanzo_stream.broker_config import (
+    BrokerSettings,
+    Node,
+    broker_config,
+    from_apache_env,
+    from_bitnami_env,
+    jaas_config,
+    to_apache_env,
+    to_bitnami_env,
+    to_server_properties,
+)
+
+
+def settings(n: int, node_id: int = 1) -> BrokerSettings:
+    nodes = tuple(Node(i, f"kafka-{i - 1}.kafka-headless") for i in range(1, n + 1))
+    return BrokerSettings(node_id, nodes, "/data", "/tls/keystore.pem", "/tls/ca.pem")
+
+
+def test_single_broker_replicates_everything_once():
+    cfg = broker_config(settings(1))
+    for key in ("default.replication.factor", "min.insync.replicas", "offsets.topic.replication.factor",
+                "transaction.state.log.replication.factor", "transaction.state.log.min.isr"):
+        assert cfg[key] == "1", key
+
+
+def test_three_brokers_rf3_min_isr2_and_voters():
+    cfg = broker_config(settings(3, node_id=2))
+    assert cfg["default.replication.factor"] == cfg["offsets.topic.replication.factor"] == "3"
+    assert cfg["min.insync.replicas"] == cfg["transaction.state.log.min.isr"] == "2"
+    assert cfg["node.id"] == "2"
+    assert cfg["controller.quorum.voters"] == (
+        "1@kafka-0.kafka-headless:9095,2@kafka-1.kafka-headless:9095,3@kafka-2.kafka-headless:9095")
+    assert "CLIENT://kafka-1.kafka-headless:9093" in cfg["advertised.listeners"]
+
+
+def test_security_defaults():
+    cfg = broker_config(settings(1))
+    protocols = dict(p.split(":") for p in cfg["listener.security.protocol.map"].split(","))
+    assert set(protocols.values()) == {"SASL_SSL"}
+    assert "PLAINTEXT" not in cfg["listeners"] + cfg["listener.security.protocol.map"]
+    assert cfg["sasl.enabled.mechanisms"] == "SCRAM-SHA-512,PLAIN"
+    assert cfg["ssl.enabled.protocols"] == "TLSv1.3"
+    assert cfg["allow.everyone.if.no.acl.found"] == "false"
+    assert cfg["super.users"] == "User:admin"
+    assert cfg["authorizer.class.name"].endswith("StandardAuthorizer")
+    assert cfg["auto.create.topics.enable"] == cfg["unclean.leader.election.enable"] == "false"
+    assert cfg["process.roles"] == "broker,controller"
+
+
+def test_no_secret_in_the_non_secret_half():
+    cfg = broker_config(settings(3))
+    assert not any("jaas" in k or "password" in k for k in cfg)
+    secret = jaas_config("s3cret", {"llm-gateway": "pw1"})
+    assert 'user_llm-gateway="pw1"' in secret["listener.name.client.plain.sasl.jaas.config"]
+    assert all("s3cret" in v for k, v in secret.items() if "plain" in k)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_env_renderings_round_trip(n):
+    cfg = broker_config(settings(n))
+    assert from_bitnami_env(to_bitnami_env(cfg)) == cfg
+    assert from_apache_env(to_apache_env(cfg)) == cfg
+    assert to_bitnami_env(cfg)["KAFKA_CFG_NODE_ID"] == "1"
+    assert to_apache_env(cfg)["KAFKA_NODE_ID"] == "1"
+
+
+def test_bitnami_refuses_keys_it_cannot_express():
+    with pytest.raises(ValueError, match="bitnami"):
+        to_bitnami_env({"listener.name.client.scram-sha-512.sasl.jaas.config": "x"})
+
+
+def test_server_properties_one_line_per_key():
+    text = to_server_properties({"a.b": "1", "c": "x\ny"})
+    assert text == "a.b=1\nc=x\\ny\n"

@@ -1,0 +1,157 @@
+"""topics.yaml: the HIP registry loads, and every policy rule has a passing and a failing case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hanzo_stream.registry import RegistryInvalid, load_registry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hip() -> dict:
+    return yaml.safe_load((ROOT / "topics.yaml").read_text())
+
+
+def load(tmp_path: Path, data: dict):
+    f = tmp_path / "topics.yaml"
+    f.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_registry(f)
+
+
+def problems(tmp_path: Path, data: dict) -> list:
+    with pytest.raises(RegistryInvalid) as e:
+        load(tmp_path, data)
+    return e.value.problems
+
+
+def topic(data: dict, name: str) -> dict:
+    return next(t for t in data["topics"] if t["name"] == name)
+
+
+def group(data: dict, name: str) -> dict:
+    return next(g for g in data["groups"] if g["name"] == name)
+
+
+def test_hip_tables(registry):
+    expected = {"events_plugin_ingestion": (16, 7, "team_id"), "llm_usage": (8, 14, "team_id"),
+                "billing_events": (4, 30, "org_id"), "audit_log": (4, 90, "org_id"),
+                "agent_rpc_metering": (8, 7, "agent_id"), "dead_letter": (1, 30, "source_topic")}
+    got = {t.name: (t.partitions, t.retention_ms // 86_400_000, t.key) for t in registry.topics}
+    assert got == expected
+    groups = {g.name: (g.topics, g.consumers) for g in registry.groups}
+    assert groups == {
+        "analytics-ingest": (("events_plugin_ingestion",), 4), "billing-agg": (("llm_usage",), 2),
+        "audit-archive": (("audit_log",), 1), "llm-metrics": (("llm_usage",), 2),
+        "rpc-billing": (("agent_rpc_metering",), 2), "dead-letter-monitor": (("dead_letter",), 1)}
+    assert all(t.managed_configs()["cleanup.policy"] == "delete" for t in registry.topics)
+
+
+def test_hip_acls_are_least_privilege(registry):
+    def ops(principal: str) -> set[tuple[str, str, str]]:
+        return {(a.operation, a.resource_type, a.resource_name) for a in registry.acls()
+                if a.principal == f"User:{principal}"}
+
+    assert ("WRITE", "TOPIC", "events_plugin_ingestion") in ops("insights-capture")
+    assert ops("llm-gateway") == {("WRITE", "TOPIC", "llm_usage"), ("DESCRIBE", "TOPIC", "llm_usage")}
+    assert {("READ", "TOPIC", "llm_usage"), ("WRITE", "TOPIC", "billing_events"),
+            ("READ", "GROUP", "billing-agg")} <= ops("billing-aggregator")
+    assert ops("audit-archiver") == {("READ", "TOPIC", "audit_log"), ("DESCRIBE", "TOPIC", "audit_log"),
+                                     ("READ", "GROUP", "audit-archive")}
+    assert ops("*") == {("WRITE", "TOPIC", "dead_letter"), ("DESCRIBE", "TOPIC", "dead_letter")}
+    assert not any(a.operation == "ALL" for a in registry.acls())
+
+
+def test_error_names_file_line_field_and_fix(tmp_path):
+    data = hip()
+    topic(data, "llm_usage")["partitions"] = 2
+    [p] = problems(tmp_path, data)
+    assert p.file.endswith("topics.yaml")
+    text = (tmp_path / "topics.yaml").read_text().splitlines()
+    assert "partitions: 2" in text[p.line - 1]
+    assert p.field == "topics[llm_usage].partitions"
+    assert "set partitions: 4" in p.fix
+    assert str(p).startswith(f"{p.file}:{p.line}: topics[llm_usage].partitions:")
+
+
+def test_all_problems_reported_at_once(tmp_path):
+    data = hip()
+    topic(data, "llm_usage")["name"] = "LlmUsage"
+    group(data, "billing-agg")["name"] = "billing_agg"
+    fields = {p.field for p in problems(tmp_path, data)}
+    assert {"topics[LlmUsage].name", "groups[billing_agg].name"} <= fields
+
+
+@pytest.mark.parametrize(("edit", "field", "fragment"), [
+    (lambda d: topic(d, "llm_usage").update(name="llmUsage"), "name", "snake_case"),
+    (lambda d: topic(d, "llm_usage").update(name="prod_llm_usage"), "name", "environment"),
+    (lambda d: topic(d, "llm_usage").update(name="llm_usage_stg"), "name", "environment"),
+    (lambda d: group(d, "billing-agg").update(name="billingAgg"), "name", "kebab-case"),
+    (lambda d: group(d, "billing-agg").update(name="dev-billing-agg"), "name", "environment"),
+    (lambda d: topic(d, "audit_log").update(partitions=3), "partitions", "guideline"),
+    (lambda d: group(d, "analytics-ingest").update(consumers=20), "partitions", "idle"),
+    (lambda d: topic(d, "audit_log").pop("retention"), "retention", "required"),
+    (lambda d: topic(d, "audit_log").pop("key"), "key", "required"),
+    (lambda d: topic(d, "audit_log").update(key="customer"), "key", "not an envelope field"),
+    (lambda d: topic(d, "audit_log").update(retention="7 days"), "retention", "match"),
+    (lambda d: topic(d, "llm_usage").update(producers=["ghost"]), "producers", "not a declared"),
+    (lambda d: group(d, "billing-agg").update(principal="ghost"), "principal", "not declared"),
+    (lambda d: group(d, "billing-agg").update(topics=["llm_usages"]), "topics", "does not exist"),
+    (lambda d: topic(d, "llm_usage").update(producers=["*"]), "producers", "only dead_letter"),
+    (lambda d: topic(d, "dead_letter").pop("exceptions"), "partitions", "guideline"),
+    (lambda d: d.setdefault("acls", []).append(
+        {"principal": "llm-gateway", "operations": ["ALL"], "topic": "llm_usage"}),
+     "operations", "least privilege"),
+    (lambda d: d.setdefault("acls", []).append(
+        {"principal": "llm-gateway", "operations": ["READ"], "topic": "*"}), "acls", "wildcard"),
+    (lambda d: d.setdefault("acls", []).append(
+        {"principal": "ghost", "operations": ["READ"], "topic": "llm_usage"}), "principal", "not declared"),
+    (lambda d: topic(d, "llm_usage").update(config={"cleanup.policy": "compact"}), "config",
+     "no compaction"),
+    (lambda d: topic(d, "llm_usage").update(colour="red"), "llm_usage", "Additional properties"),
+    (lambda d: d["topics"].append(dict(topic(d, "llm_usage"))), "name", "declared 2 times"),
+    (lambda d: group(d, "billing-agg").update(lag={"warning": 10, "critical": 5}), "lag", "below critical"),
+])
+def test_policy_rule_refuses(tmp_path, edit, field, fragment):
+    data = hip()
+    edit(data)
+    found = problems(tmp_path, data)
+    assert any(field in p.field and fragment in p.message + p.fix for p in found), \
+        "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: topic(d, "audit_log").update(partitions=4),  # exactly the guideline
+    lambda d: topic(d, "llm_usage").update(partitions=64),  # growing is fine
+    lambda d: topic(d, "llm_usage").update(name="llm_usage_v2") or group(d, "billing-agg").update(
+        topics=["llm_usage_v2"]) or group(d, "llm-metrics").update(topics=["llm_usage_v2"]),
+    lambda d: topic(d, "audit_log").update(retention="36h"),
+    lambda d: topic(d, "audit_log").update(config={"max.message.bytes": 2097152}),
+    lambda d: d.setdefault("acls", []).append(
+        {"principal": "llm-metrics", "operations": ["DESCRIBE_CONFIGS"], "topic": "llm_usage"}),
+    lambda d: group(d, "billing-agg").update(lag={"warning": 5000, "critical": 50000}),
+    lambda d: topic(d, "agent_rpc_metering").update(partitions=4),  # 2 consumers -> max(4, 4)
+])
+def test_policy_rule_accepts(tmp_path, edit):
+    data = hip()
+    edit(data)
+    load(tmp_path, data)
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    f = tmp_path / "topics.yaml"
+    f.write_text("version: 1\ntopics: [\n  - name: x\n")
+    with pytest.raises(RegistryInvalid) as e:
+        load_registry(f)
+    assert e.value.problems[0].line >= 2
+    assert "YAML" in e.value.problems[0].message
+
+
+def test_extra_grants_are_added(tmp_path):
+    data = hip()
+    data["acls"] = [{"principal": "llm-metrics", "operations": ["DESCRIBE_CONFIGS"], "topic": "llm_usage"}]
+    reg = load(tmp_path, data)
+    assert any(a.principal == "User:llm-metrics" and a.operation == "DESCRIBE_CONFIGS" for a in reg.acls())
