@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .connection import Connection, ConnectionError_
 from .registry import RegistryInvalid, load_registry
@@ -43,7 +44,7 @@ def _registry(path: Path):
         return load_registry(path)
     except RegistryInvalid as e:
         for p in e.problems:
-            err.print(f"[red]error[/red] {p}")
+            err.print(f"[red]error[/red] {escape(str(p))}")
         err.print(f"[bold red]{len(e.problems)} problem(s) in {path}; nothing was changed.[/]")
         raise typer.Exit(1) from None
 
@@ -54,7 +55,7 @@ def _connection(bootstrap, protocol, mechanism, username, password, ca_file) -> 
                                    sasl_mechanism=mechanism, username=username,
                                    password=password, ca_file=ca_file)
     except ConnectionError_ as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
 
 
@@ -74,7 +75,7 @@ def validate(registry: RegistryOpt = Path("topics.yaml")) -> None:
     if extra:
         problems = extra(reg)
         for p in problems:
-            err.print(f"[red]error[/red] {p}")
+            err.print(f"[red]error[/red] {escape(str(p))}")
         if problems:
             raise typer.Exit(1)
     out.print(f"[green]ok[/green] {registry}: {len(reg.topics)} topics, {len(reg.groups)} groups, "
@@ -89,7 +90,7 @@ def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file):
     try:
         state = observe(admin)
     except Exception as e:
-        err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {e}")
+        err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {escape(str(e))}")
         raise typer.Exit(1) from None
     passwords = load_passwords(reg.principal_names(), secrets_file)
     plan = make_plan(reg, state, Options(allow_delete, max_deletions, rotate,

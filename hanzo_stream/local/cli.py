@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from . import platform
 
@@ -30,7 +31,7 @@ def up(
     try:
         platform.up(ctx, {s.strip() for s in only.split(",")} if only else None)
     except Exception as e:
-        console.print(f"[bold red]error:[/bold red] {e}")
+        console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
         raise typer.Exit(1) from None
     console.print(f'Point commands at it: eval "$(hanzo-stream local env)"  (state: {ctx.home})')
 
@@ -51,7 +52,7 @@ def env(principal: Annotated[str, typer.Option(help="Connect as this principal."
     try:
         conn = ctx.connection(principal, mechanism)
     except (KeyError, RuntimeError) as e:
-        console.print(f"[red]error:[/red] {e.args[0]}")
+        console.print(f"[red]error:[/red] {escape(str(e.args[0]))}")
         raise typer.Exit(1) from None
     sys.stdout.write(conn.env_exports())
 
@@ -65,4 +66,4 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False,
         sys.stdout.write(json.dumps(st, indent=2) + "\n")
         return
     for name, info in st.items():
-        console.print(f"[bold]{name}[/bold]: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+        console.print(f"[bold]{name}[/bold]: " + escape(", ".join(f"{k}={v}" for k, v in info.items())))

@@ -98,9 +98,11 @@ def _alive(pid: int | None, marker: str) -> bool:
     if not pid:
         return False
     try:
-        return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+    # An exec in progress briefly shows an empty command line: the process still exists.
+    return not cmdline or marker in cmdline
 
 
 def _marker(cluster: LocalCluster, n: dict) -> str:
@@ -147,6 +149,7 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
     tls = make_tls(home.parent / "tls")
     cluster.ca_file = str(tls.ca_pem)
     classpath = jars.kafka_classpath()
+    spawned: dict[int, subprocess.Popen] = {}
     secret = jaas_config(creds.admin, creds.principals)
     for n in cluster.nodes:
         if _alive(n.get("pid"), _marker(cluster, n)):
@@ -177,12 +180,14 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
             proc = subprocess.Popen([*jvm[:1], *agent, *jvm[1:], "kafka.Kafka", str(props)],
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         n["pid"] = proc.pid
+        spawned[n["node_id"]] = proc
     cluster.save()
-    wait_ready(cluster, creds.admin, timeout)
+    wait_ready(cluster, creds.admin, timeout, spawned)
     return cluster
 
 
-def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float) -> None:
+def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float,
+               spawned: dict[int, subprocess.Popen] | None = None) -> None:
     from confluent_kafka.admin import AdminClient
 
     conn = cluster.connection("admin", admin_password)
@@ -190,7 +195,8 @@ def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float) -> No
     last = "no answer yet"
     while time.monotonic() < deadline:
         for n in cluster.nodes:
-            if not _alive(n["pid"], _marker(cluster, n)):
+            proc = (spawned or {}).get(n["node_id"])
+            if (proc.poll() is not None) if proc else not _alive(n["pid"], _marker(cluster, n)):
                 log = cluster.node_dir(n["node_id"]) / "logs" / "server.log"
                 tail = log.read_text()[-3000:] if log.exists() else ""
                 raise BrokerFailed(f"broker {n['node_id']} exited during start-up; log: {log}\n{tail}")

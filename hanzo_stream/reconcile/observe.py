@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     AclPermissionType,
     AdminClient,
     ConfigResource,
+    ConfigSource,
     ResourcePatternType,
     ResourceType,
 )
@@ -106,7 +107,7 @@ def observe(admin: AdminClient | CountingAdmin) -> ClusterState:
             configs[res.name] = (
                 {k: e.value for k, e in entries.items() if e.value is not None},
                 frozenset(k for k, e in entries.items()
-                          if _enum(e.source) == "DYNAMIC_TOPIC_CONFIG"),
+                          if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG),
             )
     topics = {}
     for n in names:

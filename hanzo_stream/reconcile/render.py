@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 
 from .apply import Result
 from .plan import ORDER, Plan
@@ -18,11 +19,11 @@ def print_plan(plan: Plan, console: Console) -> None:
             continue
         console.print(f"[bold]{HEADINGS[section]}[/bold]")
         for c in sorted(changes, key=lambda c: (ORDER.index(c.kind), c.target)):
-            console.print(f"  [{STYLE[c.symbol]}]{c.symbol} {c.describe()}[/]", highlight=False)
+            console.print(f"  [{STYLE[c.symbol]}]{c.symbol} {escape(c.describe())}[/]", highlight=False)
     for note in plan.notes:
-        console.print(f"[dim]note: {note}[/dim]", highlight=False)
+        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
     for err in plan.errors:
-        console.print(f"[bold red]error:[/bold red] {err}", highlight=False)
+        console.print(f"[bold red]error:[/bold red] {escape(err)}", highlight=False)
     counts = {s: sum(1 for c in plan.changes if c.symbol == s) for s in "+~-"}
     if plan.errors:
         console.print(f"[bold red]Plan refused: {len(plan.errors)} error(s); nothing will be "
@@ -37,7 +38,7 @@ def print_plan(plan: Plan, console: Console) -> None:
 def print_result(result: Result, console: Console) -> None:
     console.print(f"Applied {len(result.applied)} change(s).")
     for c, msg in result.failed:
-        console.print(f"[bold red]failed:[/bold red] {c.symbol} {c.describe()}: {msg}",
+        console.print(f"[bold red]failed:[/bold red] {c.symbol} {escape(c.describe())}: {escape(msg)}",
                       highlight=False)
     if result.failed:
         console.print(f"[bold red]{len(result.failed)} change(s) failed; the rest were applied. "
