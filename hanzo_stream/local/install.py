@@ -1,0 +1,45 @@
+"""Fetch every JVM artifact the platform runs, so the first `local up` or test does not wait.
+
+`python -m hanzo_stream.local.install` is called by .ci/install; each part adds itself to
+FETCHERS so one command warms every cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+
+from . import jars
+
+FETCHERS: list[tuple[str, Callable[[], object]]] = [
+    ("kafka broker and tools", jars.kafka_jars),
+    ("JMX Prometheus exporter agent", jars.jmx_exporter_agent),
+]
+
+
+def _optional(module: str, attr: str) -> Callable[[], object] | None:
+    try:
+        if importlib.util.find_spec(module) is None:
+            return None
+    except ModuleNotFoundError:  # the parent package is not in this checkout
+        return None
+    mod = importlib.import_module(module)
+    return getattr(mod, attr, None)
+
+
+def main() -> None:
+    fetchers = list(FETCHERS)
+    for label, module, attr in (("Spark Kafka connector", "hanzo_stream.jobs.spark", "connector_jars"),
+                                ("schema registry", "hanzo_stream.local.schema_registry", "install")):
+        fn = _optional(module, attr)
+        if fn:
+            fetchers.append((label, fn))
+    for label, fn in fetchers:
+        t = time.monotonic()
+        where = fn()
+        print(f"    {label}: {where} ({time.monotonic() - t:.1f}s)")
+
+
+if __name__ == "__main__":
+    main()
