@@ -1,0 +1,191 @@
+"""The broker's container environment and entrypoint, rendered from `broker_config()`.
+
+Why our own entrypoint: both images are used as Kafka distributions with their own
+environment conventions (bitnami `KAFKA_CFG_*`, apache/kafka `KAFKA_*`), but bitnami's
+entrypoint rewrites TLS and SASL settings on its own (it forces `ssl.client.auth` from
+KAFKA_TLS_CLIENT_AUTH, inlines PEM keys that conflict with `ssl.keystore.location`, and
+regenerates JAAS). A short POSIX script turns exactly the rendered variables back into
+server.properties, so the broker runs what `broker_config()` returned and nothing else.
+
+Per-pod values: every key that differs between pods (node.id and advertised.listeners)
+is chosen in the script from the pod's ordinal (`${HOSTNAME##*-}`); all the other keys
+are plain container environment variables, identical for every pod.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from hanzo_stream.broker_config import (
+    BrokerSettings,
+    broker_config,
+    from_apache_env,
+    from_bitnami_env,
+    to_apache_env,
+    to_bitnami_env,
+)
+
+from .topology import PORTS, Topology
+
+JAAS_SECRET, JAAS_KEY = "kafka-broker-jaas", "jaas.properties"
+CLUSTER_ID_SECRET, CLUSTER_ID_KEY = "kafka-cluster-id", "cluster-id"
+TLS_SECRET = "kafka-tls"
+JAAS_ENV = "HANZO_KAFKA_JAAS"
+
+# JVM and image variables that apache/kafka's own entrypoint does not treat as properties.
+JVM_VARS = frozenset({"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_OPTS",
+                      "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS"})
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where things live inside the broker container."""
+
+    tls_dir: str = "/etc/kafka/tls"  # Secret: tls.crt, tls.key (PKCS#8), ca.crt
+    run_dir: str = "/opt/hanzo/run"  # memory emptyDir: server.properties, keystore.pem
+    data_dir: str = "/var/lib/kafka"  # the persistent volume
+    jmx_dir: str = "/opt/hanzo/jmx"  # emptyDir filled by the init container
+    jmx_rules_dir: str = "/opt/hanzo/jmx-rules"  # ConfigMap with the rules file
+
+    @property
+    def log_dirs(self) -> str:
+        return f"{self.data_dir}/data"  # a sub-directory: the volume root holds lost+found
+
+    @property
+    def keystore(self) -> str:
+        return f"{self.run_dir}/keystore.pem"
+
+    @property
+    def truststore(self) -> str:
+        return f"{self.tls_dir}/ca.crt"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    name: str
+    kafka_home: str
+    uid: int
+    cluster_id_var: str
+    to_env: Callable[[Mapping[str, str]], dict[str, str]]
+    from_env: Callable[[Mapping[str, str]], dict[str, str]]
+    sh_key: str  # shell pipeline: variable name on stdin -> property key on stdout
+
+
+FLAVORS = {
+    "bitnami": Flavor("bitnami", "/opt/bitnami/kafka", 1001, "KAFKA_KRAFT_CLUSTER_ID",
+                      to_bitnami_env, from_bitnami_env,
+                      "sed -e 's/^KAFKA_CFG_//' | tr 'A-Z_' 'a-z.'"),
+    "apache": Flavor("apache", "/opt/kafka", 1000, "CLUSTER_ID", to_apache_env, from_apache_env,
+                     "sed -e 's/^KAFKA_//' | tr 'A-Z' 'a-z' | sed -e 's/___/-/g' "
+                     "-e 's/__/%/g' -e 's/_/./g' -e 's/%/_/g'"),
+}
+
+
+def broker_settings(top: Topology, ordinal: int, overrides: Mapping[str, str] = (),
+                    paths: Paths = Paths()) -> BrokerSettings:
+    """The settings of pod `ordinal`: the same dataclass the local cluster fills in."""
+    return BrokerSettings(
+        node_id=ordinal, nodes=top.nodes, log_dirs=paths.log_dirs,
+        keystore_pem=paths.keystore, truststore_pem=paths.truststore,
+        extra=tuple(sorted(dict(overrides).items())),
+    )
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """broker_config() for every pod, split into shared and per-pod keys."""
+
+    order: tuple[str, ...]  # property keys in broker_config's order
+    common: dict[str, str]
+    per_pod: tuple[dict[str, str], ...]
+
+    def pod_config(self, ordinal: int) -> dict[str, str]:
+        merged = {**self.common, **self.per_pod[ordinal]}
+        return {k: merged[k] for k in self.order}
+
+
+def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Paths()) -> Rendered:
+    cfgs = [broker_config(broker_settings(top, i, overrides, paths)) for i in range(top.brokers)]
+    first = cfgs[0]
+    varying = {"node.id", "advertised.listeners"} | {
+        k for c in cfgs[1:] for k in first if c.get(k) != first[k]}
+    common = {k: v for k, v in first.items() if k not in varying}
+    per_pod = tuple({k: c[k] for k in first if k in varying} for c in cfgs)
+    return Rendered(tuple(first), common, per_pod)
+
+
+def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str) -> list[dict]:
+    """The broker container's env: shared properties as values, secrets by secretKeyRef."""
+    env = [{"name": k, "value": v} for k, v in flavor.to_env(r.common).items()]
+    env += [
+        {"name": flavor.cluster_id_var,
+         "valueFrom": {"secretKeyRef": {"name": CLUSTER_ID_SECRET, "key": CLUSTER_ID_KEY}}},
+        {"name": JAAS_ENV, "valueFrom": {"secretKeyRef": {"name": JAAS_SECRET, "key": JAAS_KEY}}},
+        {"name": "KAFKA_HEAP_OPTS", "value": heap_opts},
+        {"name": "KAFKA_OPTS", "value": jmx_opts},
+        {"name": "LOG_DIR", "value": "/tmp/kafka-logs"},
+    ]
+    return env
+
+
+def properties_from_env(flavor: Flavor, env: list[dict]) -> dict[str, str]:
+    """Invert a container env back to properties, as the image convention reads it."""
+    plain = {e["name"]: e["value"] for e in env if "value" in e and e["name"] not in JVM_VARS}
+    return flavor.from_env(plain)
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths()) -> str:
+    """The POSIX sh script the broker container runs (bash and busybox alike)."""
+    var_of = {k: next(iter(flavor.to_env({k: ""}))) for k in r.order}
+    cases = []
+    for i, pod in enumerate(r.per_pod):
+        assigns = "; ".join(f"export {var_of[k]}={_q(v)}" for k, v in pod.items())
+        cases.append(f"  {i}) {assigns} ;;")
+    first = top.pod_host(0)
+    bin_ = f"{flavor.kafka_home}/bin"
+    return "\n".join([
+        "set -eu",
+        "# Generated by infra/broker.py from broker_config(); every property Kafka reads is",
+        "# listed here and comes from this container's environment.",
+        'ordinal="${HOSTNAME##*-}"',
+        'case "$ordinal" in',
+        *cases,
+        f'  *) echo "hanzo-stream: pod $HOSTNAME is not one of the {top.brokers} brokers" >&2;'
+        " exit 64 ;;",
+        "esac",
+        "umask 077",
+        f"cat {_q(paths.tls_dir + '/tls.key')} {_q(paths.tls_dir + '/tls.crt')}"
+        f" > {_q(paths.keystore)}",
+        f"conf={_q(paths.run_dir + '/server.properties')}",
+        ': > "$conf"',
+        f"for var in {' '.join(var_of[k] for k in r.order)}; do",
+        '  eval "value=\\${$var}"',
+        f'  key=$(printf %s "$var" | {flavor.sh_key})',
+        "  printf '%s=%s\\n' \"$key\" \"$value\" >> \"$conf\"",
+        "done",
+        f'printf \'%s\\n\' "${JAAS_ENV}" >> "$conf"',
+        f"unset {JAAS_ENV}",
+        "reachable() {",
+        '  if command -v nc >/dev/null 2>&1; then nc -z -w 2 "$1" "$2"',
+        '  else timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; fi',
+        "}",
+        f'if [ "$ordinal" != 0 ] && [ ! -f {_q(paths.log_dirs + "/meta.properties")} ]; then',
+        '  echo "hanzo-stream: new broker; waiting for kafka-0 to lead the quorum" >&2',
+        f"  until reachable {_q(first)} {PORTS['controller']}; do sleep 2; done",
+        "fi",
+        f'{bin_}/kafka-storage.sh format --ignore-formatted --cluster-id "${flavor.cluster_id_var}"'
+        ' --config "$conf"',
+        f'exec {bin_}/kafka-server-start.sh "$conf"',
+        "",
+    ])
+
+
+def jmx_opts(paths: Paths, rules_file: str) -> str:
+    return (f"-javaagent:{paths.jmx_dir}/jmx_prometheus_javaagent.jar="
+            f"{PORTS['metrics']}:{paths.jmx_rules_dir}/{rules_file}")

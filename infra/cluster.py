@@ -1,0 +1,188 @@
+"""The KRaft cluster: StatefulSet, headless and client Services, PodDisruptionBudget.
+
+Combined mode: every pod is broker and controller, node id = pod ordinal, all pods are
+voters. Pods start in parallel (a quorum needs them all), keep their volumes when the
+StatefulSet is deleted or scaled down, and spread across nodes when there are 3+.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from hanzo_stream.broker_config import Replication
+
+from . import broker
+from .broker import Flavor, Paths, Rendered
+from .settings import StackSettings
+from .topology import PORTS, Topology, labels
+
+SERVICE_ACCOUNT = "kafka"
+
+
+@dataclass(frozen=True)
+class JmxRules:
+    file_name: str
+    text: str
+    config_map: str = "kafka-jmx-rules"
+
+
+def _port(name: str) -> dict:
+    return {"name": name, "containerPort": PORTS[name], "protocol": "TCP"}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def pdb_max_unavailable(brokers: int) -> int:
+    """How many brokers may be down for maintenance without losing writes (acks=all)."""
+    rep = Replication.for_cluster(brokers)
+    return max(1, rep.default_replication_factor - rep.min_insync_replicas)
+
+
+def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jmx: JmxRules,
+                annotations: dict[str, Any], paths: Paths = Paths()) -> dict:
+    env = broker.container_env(flavor, r, s.heapOpts, broker.jmx_opts(paths, jmx.file_name))
+    sel = top.broker_labels
+    restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                  "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,  # service env vars would collide with KAFKA_* names
+        "terminationGracePeriodSeconds": 120,  # room for a controlled shutdown
+        "securityContext": {"runAsNonRoot": True, "runAsUser": flavor.uid,
+                            "runAsGroup": flavor.uid, "fsGroup": flavor.uid,
+                            "fsGroupChangePolicy": "OnRootMismatch",
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [{
+            "name": "fetch-jmx-agent",
+            "image": s.initImage,
+            "command": ["/bin/sh", "-c",
+                        'curl -fsSL --retry 5 -o "$DEST.part" "$URL" && '
+                        'echo "$SHA256  $DEST.part" | sha256sum -c - && mv "$DEST.part" "$DEST"'],
+            "env": [{"name": "URL", "value": s.jmxAgentUrl},
+                    {"name": "SHA256", "value": s.jmxAgentSha256},
+                    {"name": "DEST", "value": f"{paths.jmx_dir}/jmx_prometheus_javaagent.jar"}],
+            "volumeMounts": [{"name": "jmx-agent", "mountPath": paths.jmx_dir}],
+            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
+                          "limits": {"cpu": "200m", "memory": "64Mi"}},
+            "securityContext": restricted,
+        }],
+        "containers": [{
+            "name": "kafka",
+            "image": s.broker_image,
+            "command": ["/bin/sh", "-c", broker.entrypoint(flavor, top, r, paths)],
+            "env": env,
+            "ports": [_port("client"), _port("internal"), _port("controller"), _port("metrics")],
+            "resources": {"requests": {"cpu": s.cpuRequest, "memory": s.memoryRequest},
+                          "limits": {"cpu": s.cpuLimit, "memory": s.memoryLimit}},
+            # Ready = serving clients; alive = the controller listener answers. The startup
+            # probe gives a new pod time to wait for kafka-0 and replay its log.
+            "startupProbe": {"tcpSocket": {"port": "controller"}, "periodSeconds": 5,
+                             "failureThreshold": 120},
+            "readinessProbe": {"tcpSocket": {"port": "client"}, "periodSeconds": 10,
+                               "timeoutSeconds": 5, "failureThreshold": 3},
+            "livenessProbe": {"tcpSocket": {"port": "controller"}, "periodSeconds": 20,
+                              "timeoutSeconds": 5, "failureThreshold": 6},
+            "securityContext": restricted,
+            "volumeMounts": [
+                {"name": "data", "mountPath": paths.data_dir},
+                {"name": "tls", "mountPath": paths.tls_dir, "readOnly": True},
+                {"name": "run", "mountPath": paths.run_dir},
+                {"name": "jmx-agent", "mountPath": paths.jmx_dir, "readOnly": True},
+                {"name": "jmx-rules", "mountPath": paths.jmx_rules_dir, "readOnly": True},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+        }],
+        "volumes": [
+            {"name": "tls", "secret": {"secretName": broker.TLS_SECRET, "defaultMode": 0o440}},
+            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+            {"name": "jmx-agent", "emptyDir": {"sizeLimit": "16Mi"}},
+            {"name": "jmx-rules", "configMap": {"name": jmx.config_map}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    }
+    if top.brokers >= 3:
+        pod_spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}]}}
+        pod_spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": sel}}]
+    claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": s.storageSize}}}
+    if s.storageClass:
+        claim["storageClassName"] = s.storageClass
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": top.statefulset, "namespace": top.namespace, "labels": sel},
+        "spec": {
+            "serviceName": top.headless,
+            "replicas": top.brokers,
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain",
+                                                     "whenScaled": "Retain"},
+            "selector": {"matchLabels": sel},
+            "template": {"metadata": {"labels": sel, "annotations": {
+                "hanzo.ai/jmx-rules-sha": _sha(jmx.text), **annotations}}, "spec": pod_spec},
+            "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": sel},
+                                      "spec": claim}],
+        },
+    }
+
+
+def services(top: Topology) -> list[dict]:
+    sel = top.broker_labels
+
+    def svc_port(name: str) -> dict:
+        return {"name": name, "port": PORTS[name], "targetPort": name, "protocol": "TCP"}
+
+    headless = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": top.headless, "namespace": top.namespace, "labels": sel},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": sel,
+                 "ports": [svc_port("client"), svc_port("internal"), svc_port("controller")]},
+    }
+    client = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": top.client_service, "namespace": top.namespace, "labels": sel},
+        "spec": {"type": "ClusterIP", "selector": sel, "ports": [svc_port("client")]},
+    }
+    return [headless, client]
+
+
+def pdb(top: Topology) -> dict:
+    return {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": top.statefulset, "namespace": top.namespace,
+                     "labels": top.broker_labels},
+        "spec": {"maxUnavailable": pdb_max_unavailable(top.brokers),
+                 "selector": {"matchLabels": top.broker_labels}},
+    }
+
+
+def service_account(top: Topology) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": SERVICE_ACCOUNT, "namespace": top.namespace,
+                         "labels": top.broker_labels},
+            "automountServiceAccountToken": False}
+
+
+def jmx_config_map(top: Topology, jmx: JmxRules) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": jmx.config_map, "namespace": top.namespace,
+                         "labels": labels("monitoring", jmx.config_map)},
+            "data": {jmx.file_name: jmx.text}}
+
+
+def namespace(s: StackSettings) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": s.namespace, "labels": {
+                "app.kubernetes.io/part-of": "hanzo-stream",
+                # Pod Security Admission: our own pods meet `restricted`; enforce `baseline`
+                # so pods made by operators (Spark) are not refused, warn on the rest.
+                "pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/warn": "restricted"}}}

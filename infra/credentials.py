@@ -1,0 +1,98 @@
+"""SASL credentials: one generated password per registry principal, plus the admin.
+
+Passwords are pulumi-random resources, so they exist only as Pulumi secrets (encrypted in
+state) and as Kubernetes Secrets; every manifest that needs one refers to a Secret key.
+Rotating a password is explicit: `pulumi up --replace <the RandomPassword's URN>`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_random as random
+
+from hanzo_stream.broker_config import jaas_config, to_server_properties
+from hanzo_stream.registry import Registry
+
+from .broker import JAAS_KEY, JAAS_SECRET
+from .topology import labels
+
+ADMIN = "admin"
+ADMIN_SECRET = "kafka-admin"
+RECONCILER_SECRET, RECONCILER_KEY = "hanzo-stream-credentials", "credentials.json"
+
+
+def user_secret(principal: str) -> str:
+    """Name of the Secret holding `principal`'s username and password."""
+    return ADMIN_SECRET if principal == ADMIN else f"kafka-user-{principal}"
+
+
+def mechanism(principal: str) -> str:
+    """Registry principals use SCRAM (created by the reconciler); the admin uses PLAIN,
+    because its SCRAM credential would not exist before the reconciler's first run."""
+    return "PLAIN" if principal == ADMIN else "SCRAM-SHA-512"
+
+
+@dataclass
+class Credentials:
+    admin: pulumi.Output
+    principals: dict[str, pulumi.Output]
+
+    def password(self, principal: str) -> pulumi.Output:
+        return self.admin if principal == ADMIN else self.principals[principal]
+
+    def all(self) -> dict[str, pulumi.Output]:
+        return {ADMIN: self.admin, **self.principals}
+
+
+def _password(name: str) -> pulumi.Output:
+    # Alphanumeric only: passwords are embedded in JAAS strings, which have no escaping.
+    pw = random.RandomPassword(f"password-{name}", length=32, special=False)
+    return pulumi.Output.secret(pw.result)
+
+
+def generate(registry: Registry) -> Credentials:
+    return Credentials(_password(ADMIN),
+                       {p.name: _password(p.name) for p in registry.principals})
+
+
+def _java_jaas(principal: str, password: str) -> str:
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
+              if mechanism(principal) == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    return f'{module} required username="{principal}" password="{password}";'
+
+
+def manifests(namespace: str, creds: Credentials) -> list[dict]:
+    """Secrets: one per principal, the brokers' JAAS, and the reconciler's credentials file."""
+    out = []
+    for principal, pw in creds.all().items():
+        out.append(_secret(namespace, user_secret(principal), {
+            "username": principal,
+            "password": pw,
+            "mechanism": mechanism(principal),
+            "sasl.jaas.config": pw.apply(lambda p, who=principal: _java_jaas(who, p)),
+        }))
+    every = pulumi.Output.all(creds.admin, pulumi.Output.all(**creds.principals))
+    jaas = every.apply(lambda a: to_server_properties(jaas_config(a[0], a[1])))
+    out.append(_secret(namespace, JAAS_SECRET, {JAAS_KEY: jaas}))
+    creds_file = every.apply(lambda a: json.dumps({"admin": a[0], "principals": a[1]},
+                                                  sort_keys=True))
+    out.append(_secret(namespace, RECONCILER_SECRET, {RECONCILER_KEY: creds_file}))
+    return out
+
+
+def _secret(namespace: str, name: str, data: dict) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels("credentials", name)},
+        "stringData": pulumi.Output.secret(data),
+    }
+
+
+def password_env(name: str, principal: str, key: str = "password") -> dict:
+    """An env var read from the principal's Secret (never a literal value)."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": user_secret(principal),
+                                                         "key": key}}}

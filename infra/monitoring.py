@@ -1,0 +1,204 @@
+"""Monitoring wiring: whatever monitoring/ holds, plus thresholds from the registry.
+
+Files are found by globbing, so the wiring follows the monitoring issue's files as they
+change: the JMX exporter rules (`*jmx*.y*ml`), Prometheus rule files (YAML documents
+with `groups:`; promtool test files are skipped) and Grafana dashboards (JSON with
+`panels`). Consumer-lag alerts are generated per registry group from its `lag:`
+thresholds; alert rules in files that alert on lag are replaced by them, so a threshold
+lives only in topics.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hanzo_stream.registry import Registry
+
+from .cluster import JmxRules
+from .credentials import mechanism, password_env
+from .settings import StackSettings
+from .tls import CA_FILE, CA_MOUNT, ca_volume
+from .topology import Topology, labels
+
+FALLBACK_JMX_RULES = "lowercaseOutputName: true\nrules:\n  - pattern: '.*'\n"
+LAG_METRIC = "kafka_consumergroup_lag"
+EXPORTER_PORT = 9308
+EXPORTER_LABELS = labels("monitoring", "kafka-exporter")
+
+
+@dataclass
+class MonitoringFiles:
+    jmx: JmxRules
+    rule_groups: list[dict] = field(default_factory=list)
+    dashboards: dict[str, str] = field(default_factory=dict)  # file name -> JSON text
+    sources: list[str] = field(default_factory=list)
+
+
+def discover(root: Path) -> MonitoringFiles:
+    mon = root / "monitoring"
+    jmx_files = sorted(mon.glob("**/*jmx*.y*ml")) if mon.is_dir() else []
+    jmx = (JmxRules("kafka-jmx.yaml", jmx_files[0].read_text()) if jmx_files
+           else JmxRules("kafka-jmx.yaml", FALLBACK_JMX_RULES))
+    found = MonitoringFiles(jmx, sources=[str(p.relative_to(root)) for p in jmx_files[:1]])
+    if not mon.is_dir():
+        return found
+    for p in sorted(mon.glob("**/*.y*ml")):
+        if p in jmx_files or "test" in p.name:
+            continue
+        try:
+            docs = [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)]
+        except yaml.YAMLError:
+            continue
+        for d in docs:
+            if isinstance(d.get("groups"), list):
+                found.rule_groups += d["groups"]
+                found.sources.append(str(p.relative_to(root)))
+    for p in sorted(mon.glob("**/*.json")):
+        try:
+            doc = json.loads(p.read_text())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and "panels" in doc:
+            found.dashboards[p.name] = p.read_text()
+            found.sources.append(str(p.relative_to(root)))
+    return found
+
+
+def lag_rules(registry: Registry) -> dict:
+    """One warning and one critical alert per consumer group, thresholds from topics.yaml."""
+    rules = []
+    for g in registry.groups:
+        for severity, threshold in (("warning", g.lag.warning), ("critical", g.lag.critical)):
+            rules.append({
+                "alert": f"HanzoStreamConsumerLag{severity.capitalize()}",
+                "expr": f'sum by (consumergroup) ({LAG_METRIC}{{consumergroup="{g.name}"}})'
+                        f" > {threshold}",
+                "for": "10m",
+                "labels": {"severity": severity, "consumergroup": g.name},
+                "annotations": {
+                    "summary": f"Consumer group {g.name} lags by more than {threshold} messages",
+                    "runbook": "docs/runbooks/consumer-lag.md",
+                },
+            })
+    return {"name": "hanzo-stream-consumer-lag", "rules": rules}
+
+
+def _alerts_on_lag(rule: dict) -> bool:
+    return "alert" in rule and re.search(r"kafka_consumer_?group_lag", str(rule.get("expr", "")))
+
+
+def prometheus_rule(top: Topology, files: MonitoringFiles, registry: Registry,
+                    prom_labels: dict) -> dict:
+    groups = []
+    for g in files.rule_groups:
+        kept = [r for r in g.get("rules", []) if not _alerts_on_lag(r)]
+        if kept:
+            groups.append({**g, "rules": kept})
+    groups.append(lag_rules(registry))
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+        "metadata": {"name": "hanzo-stream", "namespace": top.namespace,
+                     "labels": {**labels("monitoring", "hanzo-stream-rules"), **prom_labels}},
+        "spec": {"groups": groups},
+    }
+
+
+def pod_monitor(top: Topology, prom_labels: dict) -> dict:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "metadata": {"name": "kafka", "namespace": top.namespace,
+                     "labels": {**top.broker_labels, **prom_labels}},
+        "spec": {"selector": {"matchLabels": top.broker_labels},
+                 "namespaceSelector": {"matchNames": [top.namespace]},
+                 "podMetricsEndpoints": [{"port": "metrics", "interval": "30s"}]},
+    }
+
+
+def exporter(s: StackSettings, top: Topology) -> list[dict]:
+    """danielqsj/kafka_exporter for consumer lag, over SASL_SSL; password via $(VAR)."""
+    who = s.exporterPrincipal
+    mech = {"PLAIN": "plain", "SCRAM-SHA-512": "scram-sha512"}[mechanism(who)]
+    deploy = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "kafka-exporter", "namespace": top.namespace,
+                     "labels": EXPORTER_LABELS},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": EXPORTER_LABELS},
+            "template": {"metadata": {"labels": EXPORTER_LABELS}, "spec": {
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "kafka-exporter",
+                    "image": s.kafkaExporterImage,
+                    "args": [
+                        f"--kafka.server={top.bootstrap}",
+                        "--sasl.enabled", f"--sasl.mechanism={mech}",
+                        "--sasl.username=$(KAFKA_USERNAME)", "--sasl.password=$(KAFKA_PASSWORD)",
+                        "--tls.enabled", f"--tls.ca-file={CA_FILE}",
+                        f"--tls.server-name={top.client_service}.{top.namespace}.svc",
+                        f"--web.listen-address=:{EXPORTER_PORT}",
+                    ],
+                    "env": [password_env("KAFKA_USERNAME", who, "username"),
+                            password_env("KAFKA_PASSWORD", who)],
+                    "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
+                                       "periodSeconds": 15},
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
+                                      "periodSeconds": 30, "failureThreshold": 5},
+                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
+                                  "limits": {"cpu": "250m", "memory": "256Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}},
+                    "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT,
+                                      "readOnly": True}],
+                }],
+                "volumes": [ca_volume()],
+            }},
+        },
+    }
+    svc = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kafka-exporter", "namespace": top.namespace,
+                     "labels": EXPORTER_LABELS},
+        "spec": {"selector": EXPORTER_LABELS,
+                 "ports": [{"name": "metrics", "port": EXPORTER_PORT, "targetPort": "metrics"}]},
+    }
+    return [deploy, svc]
+
+
+def service_monitor(top: Topology, prom_labels: dict) -> dict:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"name": "kafka-exporter", "namespace": top.namespace,
+                     "labels": {**EXPORTER_LABELS, **prom_labels}},
+        "spec": {"selector": {"matchLabels": EXPORTER_LABELS},
+                 "namespaceSelector": {"matchNames": [top.namespace]},
+                 "endpoints": [{"port": "metrics", "interval": "30s"}]},
+    }
+
+
+def dashboards(files: MonitoringFiles, namespace: str) -> list[dict]:
+    out = []
+    for name, text in sorted(files.dashboards.items()):
+        stem = re.sub(r"[^a-z0-9-]+", "-", Path(name).stem.lower()).strip("-")
+        out.append({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"grafana-dashboard-{stem}", "namespace": namespace,
+                         "labels": {**labels("monitoring", "grafana-dashboard"),
+                                    "grafana_dashboard": "1"}},
+            "data": {name: text},
+        })
+    return out
+
+
+def exporter_policy_target() -> dict:
+    return {"selector": EXPORTER_LABELS, "port": EXPORTER_PORT}
+

@@ -1,0 +1,60 @@
+"""NetworkPolicies: deny all ingress to the platform's pods, then open exactly these paths.
+
+- client port 9093 (brokers) and 8081 (schema registry): from the client namespaces;
+- inter-broker 9094 and controller 9095: only from broker pods;
+- metrics ports: only from the monitoring namespace;
+- Spark drivers and executors: only from pods of the same application.
+The default deny selects pods by `app.kubernetes.io/part-of: hanzo-stream`, so it never
+touches other workloads that share the namespace.
+"""
+
+from __future__ import annotations
+
+from .topology import PART_OF, PORTS, Topology, labels
+
+NS_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
+
+
+def _ns_peer(names: list[str]) -> dict:
+    return {"namespaceSelector": {"matchExpressions": [
+        {"key": NS_LABEL, "operator": "In", "values": sorted(set(names))}]}}
+
+
+def _tcp(*ports: int) -> list[dict]:
+    return [{"protocol": "TCP", "port": p} for p in ports]
+
+
+def _policy(top: Topology, name: str, selector: dict, ingress: list[dict]) -> dict:
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": top.namespace, "labels": labels("network", name)},
+        "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"],
+                 "ingress": ingress},
+    }
+
+
+def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace: str,
+              schema_registry: dict | None, exporter: dict | None,
+              spark_selector: dict | None) -> list[dict]:
+    brokers = top.broker_labels
+    out = [
+        _policy(top, "hanzo-stream-default-deny", {"app.kubernetes.io/part-of": PART_OF}, []),
+        _policy(top, "kafka-client", brokers, [
+            {"from": [_ns_peer(client_namespaces)], "ports": _tcp(PORTS["client"])}]),
+        _policy(top, "kafka-quorum", brokers, [
+            {"from": [{"podSelector": {"matchLabels": brokers}}],
+             "ports": _tcp(PORTS["internal"], PORTS["controller"])}]),
+        _policy(top, "kafka-metrics", brokers, [
+            {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(PORTS["metrics"])}]),
+    ]
+    if schema_registry:
+        out.append(_policy(top, "schema-registry", schema_registry["selector"], [
+            {"from": [_ns_peer(client_namespaces)], "ports": _tcp(schema_registry["port"])}]))
+    if exporter:
+        out.append(_policy(top, "kafka-exporter-metrics", exporter["selector"], [
+            {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(exporter["port"])}]))
+    if spark_selector:
+        # Executors call back to their driver and fetch shuffle blocks from each other.
+        out.append(_policy(top, "spark-jobs", spark_selector, [
+            {"from": [{"podSelector": {"matchLabels": spark_selector}}]}]))
+    return out

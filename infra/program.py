@@ -1,0 +1,142 @@
+"""The Pulumi program: read the stack's settings and the registry, render, check, register.
+
+Everything is rendered to manifests first; the policy checks run on them before any
+resource is registered, so a stack that breaks the standard fails at `pulumi preview`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pulumi
+import pulumi_random as random
+
+from hanzo_stream.registry import load_registry
+
+from . import (
+    broker,
+    cluster,
+    credentials,
+    k8s,
+    monitoring,
+    network,
+    policy,
+    reconciler,
+    schema_registry,
+    spark,
+    tls,
+)
+from .settings import PROJECT, StackSettings, from_pulumi
+from .topology import Topology
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _secret_setting(key: str) -> pulumi.Output | None:
+    """Secret settings must have been set with --secret; a plain value is refused."""
+    from pulumi.runtime.config import is_config_secret
+
+    cfg = pulumi.Config(PROJECT)
+    if cfg.get(key) is None:
+        return None
+    if not is_config_secret(f"{PROJECT}:{key}"):
+        raise policy.PolicyViolation([policy.Violation(
+            "no-plaintext-secrets", f"config {key}",
+            f"set it with `pulumi config set --secret {key}`")])
+    return cfg.require_secret(key)
+
+
+def cluster_id(s: StackSettings) -> pulumi.Output:
+    """The KRaft cluster id: created once, a secret, protected, never regenerated."""
+    rid = random.RandomId(
+        "kafka-cluster-id", byte_length=16,
+        opts=pulumi.ResourceOptions(protect=s.protect,
+                                    additional_secret_outputs=["b64Url", "b64Std", "hex", "dec"]))
+    return pulumi.Output.secret(rid.b64_url)  # Kafka's format: base64url of 16 bytes
+
+
+def main(root: Path = ROOT) -> None:
+    s = from_pulumi()
+    registry_file = root / "topics.yaml"
+    registry = load_registry(registry_file)
+    top = Topology.of(s)
+    flavor = broker.FLAVORS[s.imageFlavor]
+    rendered = broker.render(top, s.brokerConfigOverrides)
+    files = monitoring.discover(root)
+    jobs = spark.discover(root, registry) if s.spark else []
+
+    creds = credentials.generate(registry)
+    certs = tls.build(s, top)
+    cid = cluster_id(s)
+    principals_sha = hashlib.sha256(",".join(sorted(creds.all())).encode()).hexdigest()[:16]
+    annotations = {"hanzo.ai/principals-sha": principals_sha}
+    if certs.cert_pem is not None:
+        annotations["hanzo.ai/tls-cert-sha"] = certs.cert_pem.apply(
+            lambda pem: hashlib.sha256(pem.encode()).hexdigest()[:16])
+
+    secrets = [*credentials.manifests(top.namespace, creds), *certs.manifests, {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": broker.CLUSTER_ID_SECRET, "namespace": top.namespace},
+        "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid}),
+    }, *spark.user_secrets(top, _secret_setting("s3AccessKey"), _secret_setting("s3SecretKey"),
+                           _secret_setting("clickhousePassword"))]
+    sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations)
+    kafka = [cluster.service_account(top), *cluster.services(top), cluster.pdb(top),
+             cluster.jmx_config_map(top, files.jmx)]
+    apply_job = reconciler.manifests(s, top, registry_file.read_text())
+    extras = []
+    if s.schemaRegistry:
+        extras += schema_registry.manifests(s, top)
+    extras += monitoring.exporter(s, top)
+    operators = []
+    if s.prometheusOperator:
+        operators += [monitoring.pod_monitor(top, s.prometheusLabels),
+                      monitoring.service_monitor(top, s.prometheusLabels),
+                      monitoring.prometheus_rule(top, files, registry, s.prometheusLabels)]
+    dashboards = monitoring.dashboards(files, s.monitoringNamespace) if s.grafanaDashboards else []
+    spark_apps = [spark.application(s, top, j) for j in jobs]
+    spark_rbac = spark.rbac(s, top) if jobs else []
+    policies = network.manifests(
+        top, s.clientNamespaces, s.monitoringNamespace,
+        schema_registry.policy_target() if s.schemaRegistry else None,
+        monitoring.exporter_policy_target(), spark.SERVICE_LABELS if jobs else None)
+
+    everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps]
+    violations = policy.check([policy.plainify(m) for m in everything],
+                              s.environment, s.requireDigests)
+    if violations:
+        raise policy.PolicyViolation(violations)
+
+    ns = [k8s.apply(cluster.namespace(s))] if s.createNamespace else []
+    in_ns = pulumi.ResourceOptions(depends_on=ns)
+    for m in policies:  # the deny policy exists before the first pod does
+        k8s.apply(m, in_ns)
+    secret_res = [k8s.apply(m, in_ns) for m in secrets]
+    kafka_res = [k8s.apply(m, in_ns) for m in kafka]
+    brokers = k8s.apply(sts, pulumi.ResourceOptions(depends_on=[*ns, *secret_res, *kafka_res]))
+    after_brokers = pulumi.ResourceOptions(depends_on=[brokers, *secret_res])
+    applied = [k8s.apply(m, after_brokers) for m in apply_job]
+    for m in extras:
+        k8s.apply(m, after_brokers)
+    for m in operators:
+        k8s.apply(m, in_ns)
+    for m in dashboards:
+        k8s.apply(m)
+    rbac = [k8s.apply(m, in_ns) for m in spark_rbac]
+    for m in spark_apps:  # after the reconciler: topics, ACLs and SCRAM users exist
+        k8s.apply(m, pulumi.ResourceOptions(depends_on=[*applied, *rbac]))
+
+    pulumi.export("namespace", top.namespace)
+    pulumi.export("bootstrap", top.bootstrap)
+    pulumi.export("brokers", top.brokers)
+    pulumi.export("image", s.broker_image)
+    pulumi.export("clusterId", cid)
+    pulumi.export("adminPassword", creds.admin)
+    pulumi.export("principalPasswords", pulumi.Output.secret(creds.principals))
+    pulumi.export("caCertPem", certs.ca_cert_pem)
+    pulumi.export("reconcilerJob", apply_job[1]["metadata"]["name"])
+    pulumi.export("schemaRegistryUrl", f"http://schema-registry.{top.namespace}.svc:"
+                  f"{schema_registry.PORT}" if s.schemaRegistry else None)
+    pulumi.export("sparkApplications", [j.name for j in jobs])
+    pulumi.export("monitoringSources", files.sources)

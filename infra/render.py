@@ -1,0 +1,161 @@
+"""Render a stack offline under Pulumi mocks: no cluster, no Pulumi CLI, no state.
+
+    python -m infra.render dev [--out rendered.json] [--set key=value] [--secret key=value]
+
+Runs the real program with `pulumi.runtime.set_mocks` and writes every registered
+resource (inputs with secrets unwrapped, which input paths were secret, protect flag,
+dependencies), the stack outputs (value and secretness) and the values the mocks
+generated for passwords and keys, so tests can search the output for them. One stack
+per process: the Pulumi runtime keeps global state, so the tests start one per stack.
+The passwords and keys here are the mocks' inventions, never real ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import secrets
+import string
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+
+
+def stack_config(stack: str, root: Path = ROOT) -> tuple[dict[str, str], list[str]]:
+    """Pulumi.<stack>.yaml as the language host passes it: strings, objects as JSON.
+    Encrypted (`secure:`) values cannot be decrypted here; a generated stand-in is used."""
+    doc = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}
+    config, secret_keys = {}, []
+    for key, value in (doc.get("config") or {}).items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[key] = "stand-in-" + secrets.token_hex(12)
+            secret_keys.append(key)
+        else:
+            config[key] = value if isinstance(value, str) else json.dumps(value)
+    return config, secret_keys
+
+
+def _unwrap(value: Any, path: str, secret_paths: list[str]) -> Any:
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG[0]) == SECRET_SIG[1]:
+            secret_paths.append(path)
+            return _unwrap(value.get("value"), path, [])
+        return {k: _unwrap(v, f"{path}.{k}" if path else k, secret_paths)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v, f"{path}[{i}]", secret_paths) for i, v in enumerate(value)]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _token(n: int = 32) -> str:
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+def _pem(kind: str) -> str:
+    return f"-----BEGIN {kind}-----\n{_token(64)}\n-----END {kind}-----\n"
+
+
+def render(stack: str, extra: dict[str, str] | None = None,
+           extra_secrets: dict[str, str] | None = None, root: Path = ROOT) -> dict:
+    config, secret_keys = stack_config(stack, root)
+    for k, v in (extra or {}).items():
+        config[f"hanzo-stream:{k}"] = v
+    for k, v in (extra_secrets or {}).items():
+        config[f"hanzo-stream:{k}"] = v
+        secret_keys.append(f"hanzo-stream:{k}")
+    os.environ["PULUMI_CONFIG"] = json.dumps(config)
+    os.environ["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(secret_keys)
+
+    import pulumi
+    from pulumi.runtime import mocks
+    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    generated: list[str] = [v for k, v in config.items() if k in secret_keys]
+    resources: list[dict] = []
+    options: dict[str, dict] = {}
+
+    class Recorder(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            paths: list[str] = []
+            inputs = _unwrap(args.inputs, "", paths)
+            resources.append({"type": args.typ, "name": args.name, "inputs": inputs,
+                              "secret_paths": paths, **options.get(args.name, {})})
+            outputs = dict(inputs)
+            t = args.typ
+            if t == "random:index/randomPassword:RandomPassword":
+                outputs["result"] = _token(int(inputs.get("length", 32)))
+                generated.append(outputs["result"])
+            elif t == "random:index/randomId:RandomId":
+                raw = secrets.token_bytes(int(inputs.get("byteLength", 16)))
+                outputs |= {"b64Url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+                            "b64Std": base64.b64encode(raw).decode(), "hex": raw.hex(),
+                            "dec": str(int.from_bytes(raw, "big"))}
+                generated.append(outputs["b64Url"])
+            elif t == "tls:index/privateKey:PrivateKey":
+                outputs |= {"privateKeyPem": _pem("EC PRIVATE KEY"),
+                            "privateKeyPemPkcs8": _pem("PRIVATE KEY"),
+                            "publicKeyPem": _pem("PUBLIC KEY")}
+                generated.extend([outputs["privateKeyPem"], outputs["privateKeyPemPkcs8"]])
+            elif t in ("tls:index/selfSignedCert:SelfSignedCert",
+                       "tls:index/locallySignedCert:LocallySignedCert"):
+                outputs["certPem"] = _pem("CERTIFICATE")
+            elif t == "tls:index/certRequest:CertRequest":
+                outputs["certRequestPem"] = _pem("CERTIFICATE REQUEST")
+            return f"{args.name}-id", outputs
+
+        def call(self, args: pulumi.runtime.MockCallArgs):
+            return {}
+
+    class Monitor(mocks.MockMonitor):
+        def RegisterResource(self, request):
+            options[request.name] = {"protect": bool(request.protect),
+                                     "dependencies": sorted(u.split("::")[-1]
+                                                            for u in request.dependencies)}
+            return super().RegisterResource(request)
+
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="hanzo-stream", stack=stack, preview=False,
+                             monitor=Monitor(recorder))
+    sys.path.insert(0, str(root))
+    from infra.program import main
+
+    _sync_await(run_pulumi_func(lambda: main(root)))
+    outputs = {}
+    for name, value in get_root_resource().outputs.items():
+        out = pulumi.Output.from_input(value)
+        outputs[name] = {"value": _unwrap(_sync_await(out.future()), "", []),
+                         "secret": bool(_sync_await(out.is_secret()))}
+    return {"stack": stack, "resources": resources, "outputs": outputs,
+            "generated_secrets": generated}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("stack")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--secret", action="append", default=[], metavar="KEY=VALUE")
+    a = ap.parse_args(argv)
+    pairs = lambda xs: dict(x.split("=", 1) for x in xs)  # noqa: E731
+    result = render(a.stack, pairs(a.set), pairs(a.secret))
+    text = json.dumps(result, indent=1, sort_keys=True, default=str)
+    if a.out:
+        a.out.write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""One Kubeflow Spark operator SparkApplication per consumer-group job.
+
+Why the operator and not spark-submit Jobs: these are streaming queries that must run
+forever and come back after a crash. A SparkApplication has a restart policy with
+back-off for exactly that, the operator re-submits a lost driver, and
+`kubectl get sparkapplications` shows each job's state. A spark-submit Job would need
+its own restart loop and RBAC to create drivers, and a Job "completing" means nothing
+for a stream.
+
+Jobs come from consumers/*.yaml (one spec per consumer group) when the directory
+exists; otherwise from the registry's Spark groups. Each runs as its group's principal
+(credentials from that principal's Secret), with executors = the group's expected
+consumers, a checkpoint under `checkpointBase`, and the Kafka connector jars baked into
+the image (no dependency resolution at start-up, see docs/images.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hanzo_stream.registry import Registry
+
+from .reconciler import connection_env
+from .settings import StackSettings
+from .tls import CA_MOUNT, ca_volume
+from .topology import PART_OF, Topology, labels
+
+DEFAULT_JOBS = ("analytics-ingest", "billing-agg", "audit-archive")
+APP_HOME = "/opt/hanzo-stream"
+SERVICE_LABELS = {"app.kubernetes.io/component": "spark", "app.kubernetes.io/part-of": PART_OF}
+S3_SECRET = "hanzo-stream-s3"
+CLICKHOUSE_SECRET = "hanzo-stream-clickhouse"
+
+# Spark 3.5's Kafka connector and what it needs at run time (Maven Central coordinates).
+KAFKA_CLIENTS, COMMONS_POOL2 = "3.4.1", "2.11.1"
+
+
+def connector_jars(spark_version: str, scala: str = "2.12") -> list[str]:
+    return [
+        f"spark-sql-kafka-0-10_{scala}-{spark_version}.jar",
+        f"spark-token-provider-kafka-0-10_{scala}-{spark_version}.jar",
+        f"kafka-clients-{KAFKA_CLIENTS}.jar",
+        f"commons-pool2-{COMMONS_POOL2}.jar",
+    ]
+
+
+@dataclass(frozen=True)
+class SparkJob:
+    name: str  # the job name (Kubernetes name of the SparkApplication)
+    group: str  # consumer group from the registry
+    principal: str
+    topics: tuple[str, ...]
+    entry: str  # python file relative to the repository root
+    executors: int
+    checkpoint: str | None = None
+
+
+def _first(doc: dict, *keys: str) -> Any:
+    return next((doc[k] for k in keys if doc.get(k) not in (None, "")), None)
+
+
+def discover(root: Path, registry: Registry) -> list[SparkJob]:
+    """Jobs from consumers/*.yaml, tolerant of the spec's exact shape; else the defaults."""
+    specs: list[dict] = []
+    d = root / "consumers"
+    if d.is_dir():
+        for p in sorted(d.glob("*.y*ml")):
+            doc = yaml.safe_load(p.read_text())
+            if isinstance(doc, dict):
+                specs.append({"_file": p.stem, **doc})
+    if not specs:
+        specs = [{"_file": g} for g in DEFAULT_JOBS if g in {x.name for x in registry.groups}]
+    jobs = []
+    groups = {g.name: g for g in registry.groups}
+    for spec in specs:
+        job = spec.get("job") if isinstance(spec.get("job"), dict) else {}
+        group_name = _first(spec, "group", "consumer_group", "name") or spec["_file"]
+        if group_name not in groups:
+            continue  # not a consumer group of this registry: nothing to run
+        g = groups[group_name]
+        name = str(_first(job, "name") or _first(spec, "job_name") or
+                   (spec["job"] if isinstance(spec.get("job"), str) else None) or g.name)
+        entry = (_first(job, "entry", "entrypoint", "main", "file") or
+                 _first(spec, "entry", "entrypoint", "main"))
+        if not entry:
+            entry = f"spark/{name.replace('-', '_')}.py"
+        if entry.startswith("spark.") or "/" not in entry and not entry.endswith(".py"):
+            entry = entry.replace(".", "/") + ".py"  # module path -> file
+        jobs.append(SparkJob(
+            name=name, group=g.name, principal=g.principal,
+            topics=tuple(_first(spec, "topics") or g.topics),
+            entry=entry,
+            executors=int(_first(job, "executors") or _first(spec, "executors") or g.consumers),
+            checkpoint=_first(job, "checkpoint") or _first(spec, "checkpoint", "checkpoint_dir"),
+        ))
+    return jobs
+
+
+def checkpoint_of(s: StackSettings, job: SparkJob) -> str:
+    """A spec's relative checkpoint is placed under checkpointBase; absolute URIs are kept."""
+    cp = job.checkpoint if isinstance(job.checkpoint, str) else None
+    if cp and "://" in cp:
+        return cp
+    return f"{s.checkpointBase.rstrip('/')}/{job.name}"
+
+
+def _secret_env(name: str, secret: str, key: str) -> dict:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key,
+                                                         "optional": True}}}
+
+
+def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
+    env = connection_env(top, job.principal)
+    env += [
+        {"name": "HANZO_STREAM_JOB", "value": job.name},
+        {"name": "HANZO_STREAM_GROUP", "value": job.group},
+        {"name": "HANZO_STREAM_TOPICS", "value": ",".join(job.topics)},
+        {"name": "HANZO_STREAM_CHECKPOINT", "value": checkpoint_of(s, job)},
+        _secret_env("AWS_ACCESS_KEY_ID", S3_SECRET, "access-key"),
+        _secret_env("AWS_SECRET_ACCESS_KEY", S3_SECRET, "secret-key"),
+        _secret_env("CLICKHOUSE_PASSWORD", CLICKHOUSE_SECRET, "password"),
+    ]
+    if s.clickhouseUrl:
+        env.append({"name": "CLICKHOUSE_URL", "value": s.clickhouseUrl})
+    return env
+
+
+def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
+    pod_labels = {**SERVICE_LABELS, "hanzo.ai/spark-app": job.name}
+    security = {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    common = {
+        "labels": pod_labels,
+        "env": job_env(s, top, job),
+        "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+        "securityContext": security,
+    }
+    conf = {"spark.sql.streaming.stopGracefullyOnShutdown": "true",
+            "spark.hadoop.fs.s3a.aws.credentials.provider":
+                "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"}
+    if s.s3Endpoint:
+        conf |= {"spark.hadoop.fs.s3a.endpoint": s.s3Endpoint,
+                 "spark.hadoop.fs.s3a.path.style.access": "true"}
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+        "metadata": {"name": job.name, "namespace": top.namespace,
+                     "labels": {**labels("spark", job.name), "hanzo.ai/consumer-group": job.group}},
+        "spec": {
+            "type": "Python", "pythonVersion": "3", "mode": "cluster",
+            "image": s.sparkImage, "imagePullPolicy": "IfNotPresent",
+            "mainApplicationFile": f"local://{APP_HOME}/{job.entry}",
+            "sparkVersion": s.sparkVersion,
+            "restartPolicy": {"type": "Always", "onFailureRetryInterval": 30,
+                              "onSubmissionFailureRetryInterval": 60},
+            "deps": {"jars": [f"local://{APP_HOME}/jars/{j}"
+                              for j in connector_jars(s.sparkVersion)]},
+            "sparkConf": conf,
+            "driver": {**common, "cores": 1, "memory": "1g",
+                       "serviceAccount": s.sparkServiceAccount},
+            "executor": {**common, "instances": job.executors, "cores": 1, "memory": "2g"},
+            "volumes": [ca_volume()],
+        },
+    }
+
+
+def rbac(s: StackSettings, top: Topology) -> list[dict]:
+    """What a Spark driver needs: create and watch its executors (pods, services, configmaps)."""
+    meta = {"name": s.sparkServiceAccount, "namespace": top.namespace,
+            "labels": labels("spark", s.sparkServiceAccount)}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": [{"apiGroups": [""],
+                    "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+                    "verbs": ["create", "get", "list", "watch", "delete", "deletecollection",
+                              "patch", "update"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": s.sparkServiceAccount},
+         "subjects": [{"kind": "ServiceAccount", "name": s.sparkServiceAccount,
+                       "namespace": top.namespace}]},
+    ]
+
+
+def user_secrets(top: Topology, s3_access: Any, s3_secret: Any, ch_password: Any) -> list[dict]:
+    """Secrets for the sinks, from secret stack settings; absent settings make no Secret."""
+    out = []
+    if s3_access is not None and s3_secret is not None:
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": S3_SECRET, "namespace": top.namespace,
+                                 "labels": labels("credentials", S3_SECRET)},
+                    "stringData": {"access-key": s3_access, "secret-key": s3_secret}})
+    if ch_password is not None:
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": CLICKHOUSE_SECRET, "namespace": top.namespace,
+                                 "labels": labels("credentials", CLICKHOUSE_SECRET)},
+                    "stringData": {"password": ch_password}})
+    return out
