@@ -1,0 +1,267 @@
+"""The rendered dev and prod stacks (Pulumi mocks, no cluster): what `pulumi up` would create."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from hanzo_stream.broker_config import broker_config, jaas_config, to_server_properties
+from hanzo_stream.registry import load_registry
+from infra import broker
+from infra.render import stack_config
+from infra.settings import parse
+from infra.topology import Topology
+
+from .infra_helpers import (
+    ROOT,
+    by_type,
+    env_map,
+    kafka_container,
+    manifests,
+    obj,
+    of_kind,
+    render,
+    resource,
+    secret_data,
+    stack_brokers,
+)
+
+STACKS = ["dev", "prod"]
+
+
+def settings_of(stack: str):
+    return parse(stack_config(stack)[0])
+
+
+@pytest.fixture(params=STACKS, scope="module")
+def stack(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def out(stack):
+    return render(stack)
+
+
+def test_replicas_and_quorum_voters(stack, out):
+    n = stack_brokers(stack)
+    assert n == {"dev": 1, "prod": 3}[stack]
+    sts = obj(out, "StatefulSet", "kafka")
+    assert sts["spec"]["replicas"] == n
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    voters = env_map(kafka_container(out))["KAFKA_CFG_CONTROLLER_QUORUM_VOTERS"]["value"]
+    assert voters == ",".join(
+        f"{i}@kafka-{i}.kafka-headless.hanzo.svc.cluster.local:9095" for i in range(n))
+
+
+def test_broker_env_equals_broker_config_for_every_pod(stack, out):
+    """Shared env + the entrypoint's per-pod values == broker_config() of that pod."""
+    s = settings_of(stack)
+    top = Topology.of(s)
+    flavor = broker.FLAVORS["bitnami"]
+    shared = broker.properties_from_env(flavor, kafka_container(out)["env"])
+    script = kafka_container(out)["command"][2]
+    for i in range(top.brokers):
+        want = broker_config(broker.broker_settings(top, i, s.brokerConfigOverrides))
+        per_pod = {k: v for k, v in want.items() if k not in shared}
+        assert set(per_pod) == {"node.id", "advertised.listeners"}
+        assert {k: want[k] for k in shared} == shared
+        case = re.search(rf"^  {i}\) (.*) ;;$", script, re.M).group(1)
+        assert case == "; ".join(
+            f"export {next(iter(flavor.to_env({k: v})))}={v}" for k, v in per_pod.items())
+
+
+def test_prod_replication_and_overrides(out, stack):
+    shared = broker.properties_from_env(broker.FLAVORS["bitnami"], kafka_container(out)["env"])
+    want = {"dev": ("1", "1"), "prod": ("3", "2")}[stack]
+    assert (shared["default.replication.factor"], shared["min.insync.replicas"]) == want
+    assert shared["offsets.topic.replication.factor"] == want[0]
+    assert shared["transaction.state.log.min.isr"] == want[1]
+    assert shared["unclean.leader.election.enable"] == "false"
+    assert shared["auto.create.topics.enable"] == "false"
+    if stack == "prod":
+        assert shared["num.io.threads"] == "16"  # brokerConfigOverrides from Pulumi.prod.yaml
+
+
+def test_no_plaintext_listener_anywhere(out):
+    shared = broker.properties_from_env(broker.FLAVORS["bitnami"], kafka_container(out)["env"])
+    assert shared["listener.security.protocol.map"] == (
+        "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL")
+    assert shared["listeners"] == "CLIENT://0.0.0.0:9093,INTERNAL://0.0.0.0:9094,CONTROLLER://0.0.0.0:9095"
+    assert shared["ssl.enabled.protocols"] == "TLSv1.3"
+    text = json.dumps(manifests(out))
+    assert "PLAINTEXT" not in text.replace("SASL_SSL", "")
+    assert "9092" not in text
+    client = obj(out, "Service", "kafka")["spec"]["ports"]
+    assert [p["port"] for p in client] == [9093]
+
+
+def test_secrets_are_secret_outputs_and_refs(stack, out):
+    outs = out["outputs"]
+    for name in ("adminPassword", "principalPasswords", "clusterId"):
+        assert outs[name]["secret"], name
+    for name in ("bootstrap", "caCertPem", "brokers"):
+        assert not outs[name]["secret"], name
+    registry = load_registry(ROOT / "topics.yaml")
+    assert set(outs["principalPasswords"]["value"]) == registry.principal_names()
+    secrets = [r for r in out["resources"] if r["inputs"].get("kind") == "Secret"]
+    assert secrets and all(r["secret_paths"] == ["stringData"] for r in secrets)
+    env = env_map(kafka_container(out))
+    assert env["KAFKA_KRAFT_CLUSTER_ID"]["valueFrom"]["secretKeyRef"] == {
+        "name": "kafka-cluster-id", "key": "cluster-id"}
+    assert env["HANZO_KAFKA_JAAS"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-broker-jaas"
+    assert all("value" not in e for e in env.values() if "JAAS" in e["name"])
+
+
+def test_jaas_secret_is_broker_config_secret_half(out):
+    outs = out["outputs"]
+    want = to_server_properties(jaas_config(outs["adminPassword"]["value"],
+                                            outs["principalPasswords"]["value"]))
+    assert secret_data(out, "kafka-broker-jaas")["jaas.properties"] == want
+    creds = json.loads(secret_data(out, "hanzo-stream-credentials")["credentials.json"])
+    assert creds == {"admin": outs["adminPassword"]["value"],
+                     "principals": outs["principalPasswords"]["value"]}
+    user = secret_data(out, "kafka-user-billing-aggregator")
+    assert user["username"] == "billing-aggregator" and user["mechanism"] == "SCRAM-SHA-512"
+    assert user["password"] == outs["principalPasswords"]["value"]["billing-aggregator"]
+
+
+def test_cluster_id_is_stable_secret_resource(stack, out):
+    (rid,) = by_type(out, "random:index/randomId:RandomId")
+    assert rid["inputs"]["byteLength"] == 16  # a KRaft cluster id is 16 bytes, base64url
+    assert rid["protect"] is (stack == "prod")  # dev may be destroyed; prod's id may not
+    cid = out["outputs"]["clusterId"]["value"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cid)
+    assert secret_data(out, "kafka-cluster-id") == {"cluster-id": cid}
+    # A second rendering is a second "stack": the id comes from the resource, not the program.
+    assert "keepers" not in rid["inputs"]
+
+
+def test_pdb_probes_resources_and_security(stack, out):
+    n = stack_brokers(stack)
+    pdb = obj(out, "PodDisruptionBudget", "kafka")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    sts = obj(out, "StatefulSet", "kafka")
+    assert pdb["spec"]["selector"] == sts["spec"]["selector"]
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["readinessProbe"]["tcpSocket"]["port"] == "client"
+    assert c["livenessProbe"]["tcpSocket"]["port"] == "controller"
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 300
+    assert c["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
+                              "limits": {"cpu": "1000m", "memory": "2Gi"}}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 1001
+    for ctr in [*pod["initContainers"], *pod["containers"]]:
+        sc = ctr["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+    anti = pod.get("affinity", {}).get("podAntiAffinity", {})
+    if n >= 3:
+        (term,) = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+    else:
+        assert not anti
+
+
+def test_volumes_keep_data(stack, out):
+    sts = obj(out, "StatefulSet", "kafka")
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    size = {"dev": "10Gi", "prod": "50Gi"}[stack]
+    assert claim["spec"]["resources"]["requests"]["storage"] == size
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain", "whenScaled": "Retain"}
+    mounts = {m["name"]: m["mountPath"] for m in sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["data"] == "/var/lib/kafka"
+
+
+def test_image_default_pulls_today(out):
+    assert kafka_container(out)["image"] == "docker.io/bitnamilegacy/kafka:3.7.2"
+    assert out["outputs"]["image"]["value"] == "docker.io/bitnamilegacy/kafka:3.7.2"
+
+
+def test_reconciler_job_runs_apply_with_registry_after_brokers(out):
+    (job,) = of_kind(out, "Job")
+    from infra.reconciler import content_hash
+
+    digest = content_hash((ROOT / "topics.yaml").read_text(), settings_of(out["stack"]))
+    assert job["metadata"]["name"] == f"hanzo-stream-apply-{digest}"
+    cm = obj(out, "ConfigMap", f"hanzo-stream-registry-{digest}")
+    assert cm["data"]["topics.yaml"] == (ROOT / "topics.yaml").read_text()
+    assert cm["immutable"] is True
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["hanzo-stream"]
+    assert c["args"][0] == "apply"
+    assert "--secrets-file" in c["args"]
+    env = env_map(c)
+    assert env["HANZO_STREAM_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
+    assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    deps = resource(out, "Job", job["metadata"]["name"])["dependencies"]
+    assert "statefulset-kafka" in deps and "secret-hanzo-stream-credentials" in deps
+
+
+def test_schema_registry_on_8081_backward(stack, out):
+    env = env_map(obj(out, "Deployment", "schema-registry")["spec"]["template"]["spec"]["containers"][0])
+    assert env["SCHEMA_REGISTRY_SCHEMA_COMPATIBILITY_LEVEL"]["value"] == "backward"
+    assert env["SCHEMA_REGISTRY_KAFKASTORE_TOPIC_REPLICATION_FACTOR"]["value"] == (
+        "1" if stack == "dev" else "3")
+    assert "valueFrom" in env["SCHEMA_REGISTRY_KAFKASTORE_SASL_JAAS_CONFIG"]
+    assert obj(out, "Service", "schema-registry")["spec"]["ports"][0]["port"] == 8081
+
+
+def test_every_workload_is_pinned_and_in_namespace(out):
+    for m in manifests(out):
+        if m["kind"] in ("Namespace",) or m["metadata"]["name"].startswith("grafana-dashboard-"):
+            continue
+        assert m["metadata"]["namespace"] == "hanzo", m["metadata"]["name"]
+
+
+def test_apache_flavor_uses_its_own_convention():
+    out = render("prod", (("imageFlavor", "apache"),))
+    c = kafka_container(out)
+    assert c["image"] == "docker.io/apache/kafka:3.7.2"
+    env = env_map(c)
+    assert "KAFKA_CONTROLLER_QUORUM_VOTERS" in env and not any(
+        k.startswith("KAFKA_CFG_") for k in env)
+    assert env["CLUSTER_ID"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-cluster-id"
+    s = settings_of("prod")
+    want = broker_config(broker.broker_settings(Topology.of(s), 0, s.brokerConfigOverrides))
+    shared = broker.properties_from_env(broker.FLAVORS["apache"], c["env"])
+    assert shared == {k: v for k, v in want.items() if k not in ("node.id", "advertised.listeners")}
+    assert obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]["securityContext"][
+        "runAsUser"] == 1000
+
+
+def test_image_digest_pinning():
+    digest = "sha256:" + "ab" * 32
+    out = render("prod", (("imageDigest", digest),))
+    assert kafka_container(out)["image"] == f"docker.io/bitnamilegacy/kafka:3.7.2@{digest}"
+
+
+def test_cert_manager_mode_issues_a_certificate_instead_of_generating_keys():
+    out = render("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "hanzo-ca")))
+    (cert,) = of_kind(out, "Certificate")
+    assert cert["spec"]["secretName"] == "kafka-tls"
+    assert cert["spec"]["issuerRef"] == {"name": "hanzo-ca", "kind": "ClusterIssuer",
+                                         "group": "cert-manager.io"}
+    assert cert["spec"]["privateKey"]["encoding"] == "PKCS8"
+    assert "*.kafka-headless.hanzo.svc.cluster.local" in cert["spec"]["dnsNames"]
+    assert not by_type(out, "tls:index/privateKey:PrivateKey")
+    assert not [s for s in of_kind(out, "Secret") if s["metadata"]["name"] == "kafka-tls"]
+    assert out["outputs"]["caCertPem"]["value"] is None
+
+
+def test_self_signed_certificate_names_every_broker_address(out):
+    (csr,) = by_type(out, "tls:index/certRequest:CertRequest")
+    names = csr["inputs"]["dnsNames"]
+    assert "*.kafka-headless.hanzo.svc.cluster.local" in names  # kafka-N.kafka-headless...
+    assert "kafka.hanzo.svc.cluster.local" in names  # the bootstrap address
+    keys = by_type(out, "tls:index/privateKey:PrivateKey")
+    assert {k["inputs"]["algorithm"] for k in keys} == {"ECDSA"}
+    tls_secret = secret_data(out, "kafka-tls")
+    assert set(tls_secret) == {"tls.crt", "tls.key", "ca.crt"}
+    assert tls_secret["tls.key"].startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8
