@@ -48,7 +48,7 @@ def discover(root: Path) -> MonitoringFiles:
     if not mon.is_dir():
         return found
     for p in sorted(mon.glob("**/*.y*ml")):
-        if p in jmx_files or "test" in p.name:
+        if p in jmx_files or "test" in p.name or "tests" in p.relative_to(mon).parts:
             continue
         try:
             docs = [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)]
@@ -67,6 +67,16 @@ def discover(root: Path) -> MonitoringFiles:
             found.dashboards[p.name] = p.read_text()
             found.sources.append(str(p.relative_to(root)))
     return found
+
+
+def registry_rule_groups(registry: Registry) -> list[dict]:
+    """Rule groups computed from topics.yaml now, so a stale generated file cannot win:
+    the monitoring package's generator when present, else our own lag alerts."""
+    try:
+        from hanzo_stream.monitoring.alerts import rule_groups
+    except ImportError:
+        return [lag_rules(registry)]
+    return rule_groups(registry)
 
 
 def lag_rules(registry: Registry) -> dict:
@@ -88,18 +98,11 @@ def lag_rules(registry: Registry) -> dict:
     return {"name": "hanzo-stream-consumer-lag", "rules": rules}
 
 
-def _alerts_on_lag(rule: dict) -> bool:
-    return "alert" in rule and re.search(r"kafka_consumer_?group_lag", str(rule.get("expr", "")))
-
-
 def prometheus_rule(top: Topology, files: MonitoringFiles, registry: Registry,
                     prom_labels: dict) -> dict:
-    groups = []
-    for g in files.rule_groups:
-        kept = [r for r in g.get("rules", []) if not _alerts_on_lag(r)]
-        if kept:
-            groups.append({**g, "rules": kept})
-    groups.append(lag_rules(registry))
+    generated = registry_rule_groups(registry)
+    names = {g["name"] for g in generated}
+    groups = [g for g in files.rule_groups if g.get("name") not in names] + generated
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
         "metadata": {"name": "hanzo-stream", "namespace": top.namespace,

@@ -96,6 +96,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("checkpointBase", "s3a://hanzo-stream/checkpoints", "checkpoints live at "
             "<checkpointBase>/<job>"),
     Setting("s3Endpoint", "", "S3-compatible endpoint for s3a:// paths (e.g. Hanzo Storage)"),
+    Setting("auditArchivePath", "", "audit-archive's Parquet location, e.g. "
+            "s3a://hanzo-audit/audit_log; empty: the spec's"),
     Setting("s3AccessKey", "", "S3 access key (set with --secret)", secret=True),
     Setting("s3SecretKey", "", "S3 secret key (set with --secret)", secret=True),
     Setting("clickhouseUrl", "", "ClickHouse HTTP URL for analytics-ingest"),

@@ -59,50 +59,40 @@ class SparkJob:
     checkpoint: str | None = None
 
 
-def _first(doc: dict, *keys: str) -> Any:
-    return next((doc[k] for k in keys if doc.get(k) not in (None, "")), None)
-
-
 def discover(root: Path, registry: Registry) -> list[SparkJob]:
-    """Jobs from consumers/*.yaml, tolerant of the spec's exact shape; else the defaults."""
+    """Jobs from consumers/<group>.yaml (`group`, `job`: entry file, `checkpoint`, ...);
+    without that directory, the registry's Spark groups with conventional entry points."""
     specs: list[dict] = []
     d = root / "consumers"
     if d.is_dir():
-        for p in sorted(d.glob("*.y*ml")):
+        for p in sorted(d.glob("*.yaml")):
             doc = yaml.safe_load(p.read_text())
             if isinstance(doc, dict):
                 specs.append({"_file": p.stem, **doc})
     if not specs:
-        specs = [{"_file": g} for g in DEFAULT_JOBS if g in {x.name for x in registry.groups}]
-    jobs = []
+        specs = [{"_file": g} for g in DEFAULT_JOBS]
     groups = {g.name: g for g in registry.groups}
+    jobs = []
     for spec in specs:
-        job = spec.get("job") if isinstance(spec.get("job"), dict) else {}
-        group_name = _first(spec, "group", "consumer_group", "name") or spec["_file"]
-        if group_name not in groups:
+        g = groups.get(spec.get("group") or spec["_file"])
+        if g is None:
             continue  # not a consumer group of this registry: nothing to run
-        g = groups[group_name]
-        name = str(_first(job, "name") or _first(spec, "job_name") or
-                   (spec["job"] if isinstance(spec.get("job"), str) else None) or g.name)
-        entry = (_first(job, "entry", "entrypoint", "main", "file") or
-                 _first(spec, "entry", "entrypoint", "main"))
-        if not entry:
+        name = spec["_file"]
+        entry = spec.get("job")
+        if not isinstance(entry, str) or not entry.endswith(".py"):
             entry = f"spark/{name.replace('-', '_')}.py"
-        if entry.startswith("spark.") or "/" not in entry and not entry.endswith(".py"):
-            entry = entry.replace(".", "/") + ".py"  # module path -> file
         jobs.append(SparkJob(
-            name=name, group=g.name, principal=g.principal,
-            topics=tuple(_first(spec, "topics") or g.topics),
-            entry=entry,
-            executors=int(_first(job, "executors") or _first(spec, "executors") or g.consumers),
-            checkpoint=_first(job, "checkpoint") or _first(spec, "checkpoint", "checkpoint_dir"),
+            name=name, group=g.name, principal=g.principal, topics=g.topics, entry=entry,
+            executors=int(spec.get("executors") or g.consumers),
+            checkpoint=spec.get("checkpoint") if isinstance(spec.get("checkpoint"), str) else None,
         ))
     return jobs
 
 
 def checkpoint_of(s: StackSettings, job: SparkJob) -> str:
-    """A spec's relative checkpoint is placed under checkpointBase; absolute URIs are kept."""
-    cp = job.checkpoint if isinstance(job.checkpoint, str) else None
+    """A spec's URI checkpoint (s3a://, hdfs://) is kept; a relative one (a local path on a
+    laptop) becomes <checkpointBase>/<job>: pod disks do not survive a restart."""
+    cp = job.checkpoint
     if cp and "://" in cp:
         return cp
     return f"{s.checkpointBase.rstrip('/')}/{job.name}"
@@ -120,12 +110,17 @@ def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
         {"name": "HANZO_STREAM_GROUP", "value": job.group},
         {"name": "HANZO_STREAM_TOPICS", "value": ",".join(job.topics)},
         {"name": "HANZO_STREAM_CHECKPOINT", "value": checkpoint_of(s, job)},
+        {"name": "HANZO_STREAM_HOME", "value": "/tmp/hanzo-stream"},
         _secret_env("AWS_ACCESS_KEY_ID", S3_SECRET, "access-key"),
         _secret_env("AWS_SECRET_ACCESS_KEY", S3_SECRET, "secret-key"),
         _secret_env("CLICKHOUSE_PASSWORD", CLICKHOUSE_SECRET, "password"),
     ]
     if s.clickhouseUrl:
-        env.append({"name": "CLICKHOUSE_URL", "value": s.clickhouseUrl})
+        env.append({"name": "HANZO_STREAM_CLICKHOUSE_URL", "value": s.clickhouseUrl})
+    if s.s3Endpoint:
+        env.append({"name": "HANZO_STREAM_S3_ENDPOINT", "value": s.s3Endpoint})
+    if s.auditArchivePath:
+        env.append({"name": "HANZO_STREAM_ARCHIVE_PATH", "value": s.auditArchivePath})
     return env
 
 

@@ -104,24 +104,24 @@ def test_pod_outside_the_stack_refuses_to_start(tmp_path):
 def test_new_broker_waits_for_kafka_0_before_formatting(tmp_path):
     fake = tmp_path / "fakebin"
     fake.mkdir()
-    nc = fake / "nc"
-    nc.write_text('#!/bin/sh\necho "$@" >> "$OUT/nc-calls"\n'
-                  '[ "$(wc -l < "$OUT/nc-calls")" -ge 2 ]\n')  # reachable on the 2nd try
-    nc.chmod(0o755)
+    probe = fake / "timeout"  # the script probes with `timeout 2 bash -c ...</dev/tcp/HOST/PORT`
+    probe.write_text('#!/bin/sh\necho "$@" >> "$OUT/nc-calls"\n'
+                     '[ "$(wc -l < "$OUT/nc-calls")" -ge 2 ]\n')  # reachable on the 2nd try
+    probe.chmod(0o755)
     pod = tmp_path / "pod"
     proc = run_pod(render("prod"), 2, pod, formatted=False, path_dirs=(fake,))
     assert proc.returncode == 0, proc.stderr
     calls = (pod / "nc-calls").read_text().splitlines()
     assert len(calls) == 2
-    assert calls[0].split()[-2:] == ["kafka-0.kafka-headless.hanzo.svc.cluster.local", "9095"]
+    assert calls[0].endswith("/dev/tcp/kafka-0.kafka-headless.hanzo.svc.cluster.local/9095")
     assert (pod / "storage-args").exists()
 
 
 def test_kafka_0_and_formatted_brokers_do_not_wait(tmp_path):
     fake = tmp_path / "fakebin"
     fake.mkdir()
-    (fake / "nc").write_text('#!/bin/sh\necho called >> "$OUT/nc-calls"; exit 1\n')
-    (fake / "nc").chmod(0o755)
+    (fake / "timeout").write_text('#!/bin/sh\necho called >> "$OUT/nc-calls"; exit 1\n')
+    (fake / "timeout").chmod(0o755)
     for ordinal, formatted in ((0, False), (1, True)):
         pod = tmp_path / f"pod{ordinal}"
         proc = run_pod(render("prod"), ordinal, pod, formatted=formatted, path_dirs=(fake,))

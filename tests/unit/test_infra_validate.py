@@ -1,0 +1,61 @@
+"""Every rendered manifest against the Kubernetes OpenAPI schema of a pinned version
+(kubernetes-validate, offline, strict: unknown fields are errors), and the custom
+resources against their JSON Schemas."""
+
+from __future__ import annotations
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from .infra_crd_schemas import SCHEMAS
+from .infra_helpers import manifests, render
+
+KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported upstream when pinned
+
+VARIANTS = {
+    "dev": ("dev", ()),
+    "prod": ("prod", ()),
+    "prod-apache": ("prod", (("imageFlavor", "apache"),)),
+    "prod-cert-manager": ("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "ca"))),
+}
+
+
+@pytest.fixture(params=list(VARIANTS), scope="module")
+def rendered(request):
+    stack, sets = VARIANTS[request.param]
+    return render(stack, sets)
+
+
+def test_every_manifest_is_valid(rendered):
+    seen = {"kubernetes": 0, "crd": 0}
+    for m in manifests(rendered):
+        key = (m["apiVersion"], m["kind"])
+        if key in SCHEMAS:
+            jsonschema.validate(m, SCHEMAS[key])
+            seen["crd"] += 1
+        else:
+            try:
+                kubernetes_validate.validate(m, KUBERNETES_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                pytest.fail(f"{m['kind']}/{m['metadata']['name']}: {e.message} at {list(e.path)}")
+            seen["kubernetes"] += 1
+    assert seen["kubernetes"] >= 20
+    assert seen["crd"] >= 4
+
+
+def test_validation_catches_a_broken_manifest(rendered):
+    sts = next(m for m in manifests(rendered) if m["kind"] == "StatefulSet")
+    broken = {**sts, "spec": {**sts["spec"], "replicas": "three"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+    typo = {**sts, "spec": {**sts["spec"], "replica": 3}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(typo, KUBERNETES_VERSION, strict=True)
+
+
+def test_crd_schemas_catch_a_broken_custom_resource(rendered):
+    rule = next(m for m in manifests(rendered) if m["kind"] == "PrometheusRule")
+    broken = {**rule, "spec": {"groups": [{"name": "x", "rules": [{"alert": "A"}]}]}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, SCHEMAS[(rule["apiVersion"], rule["kind"])])
