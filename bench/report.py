@@ -1,0 +1,24 @@
+"""Write one section of docs/benchmarks.md, leaving every other section as it is."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import re
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+HEADER = ("# Benchmarks\n\nEach section is written by its script under `bench/`; numbers come from "
+          "one run on a shared 2-core machine, so compare ratios measured side by side, not "
+          "absolute numbers across sections.\n")
+
+
+def write_section(title: str, body: str) -> None:
+    text = DOC.read_text() if DOC.exists() else HEADER
+    stamp = f"_{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}_\n\n"
+    section = f"## {title}\n\n{stamp}{body.rstrip()}\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else \
+        text.rstrip() + "\n\n" + section
+    DOC.parent.mkdir(exist_ok=True)
+    DOC.write_text(text)
