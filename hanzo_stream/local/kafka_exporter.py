@@ -1,0 +1,65 @@
+"""The consumer-lag exporter of the local platform, as a background process.
+
+Production runs danielqsj/kafka_exporter (infra/monitoring.py). It cannot be built here
+(the Go module proxy answers 403 for github.com/danielqsj/kafka_exporter), so the local
+platform runs hanzo_stream.monitoring.lag_exporter, which serves kafka_exporter's metric
+names over the same SASL_SSL + SCRAM-SHA-512 connection with the local CA. The
+connection (password included) goes through the environment, never the command line.
+
+The principal needs DESCRIBE on the topics and groups it reports (and READ on groups to
+fetch their offsets); locally it is `admin`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ..connection import ENV, Connection
+from ..monitoring.daemon import Daemon
+from ..monitoring.lag_exporter import DEFAULT_PORT
+from .kafka import free_ports
+
+NAME = "kafka-exporter"
+
+
+def _daemon(home: Path) -> Daemon:
+    return Daemon.load(home, NAME)
+
+
+def start(home: Path, conn: Connection, port: int | None = None, timeout: float = 30.0) -> str:
+    """Start (or keep) the exporter; returns its base URL (metrics at <url>/metrics).
+
+    port: fixed port, else the one it had before, else a free one.
+    """
+    d = _daemon(home)
+    if d.alive() and d.url:
+        return d.url
+    port = port or d.port or free_ports(1)[0]
+    env = dict(os.environ)
+    for var in ENV.values():
+        env.pop(var, None)
+    env |= {var: str(getattr(conn, f)) for f, var in ENV.items() if getattr(conn, f) is not None}
+    d.port, d.url = port, f"http://127.0.0.1:{port}"
+    d.spawn([sys.executable, "-m", "hanzo_stream.monitoring.lag_exporter",
+             "--listen", f"127.0.0.1:{port}", "--tag", d.marker], env)
+    d.wait_http(f"{d.url}/metrics", timeout)
+    return d.url
+
+
+def stop(home: Path) -> bool:
+    """Stop it if it runs; True if it did."""
+    return _daemon(home).stop()
+
+
+def status(home: Path) -> dict:
+    return _daemon(home).status()
+
+
+def url(home: Path) -> str | None:
+    d = _daemon(home)
+    return d.url if d.alive() else None
+
+
+__all__ = ["DEFAULT_PORT", "start", "status", "stop", "url"]

@@ -1,0 +1,169 @@
+"""Alert rules that depend on topics.yaml, generated so each threshold lives only there.
+
+- Consumer lag: one warning and one critical alert per registry group, with the group's
+  `lag.warning` / `lag.critical` (defaults 100K / 1M, the standard's numbers).
+- Dead letters: an alert when the dead-letter topic's log end moves, addressed to the
+  groups that read it (dead-letter-monitor).
+
+The output is committed as monitoring/rules/registry-alerts.yaml (Prometheus and infra
+load files, not Python); tests/unit/test_monitoring_rules.py fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from .. import dead_letter
+from ..registry import Group, Registry
+from . import MONITORING_DIR, RULES_DIR
+
+GENERATED_FILE = RULES_DIR / "registry-alerts.yaml"
+GENERATED_TEST_FILE = MONITORING_DIR / "tests" / "registry-alerts.test.yaml"
+LAG_METRIC = "kafka_consumer_group_lag"  # the standard's name (recording rule)
+OFFSET_METRIC = "kafka_topic_partition_current_offset"  # kafka_exporter's log-end offset
+LAG_RUNBOOK = "docs/runbooks/consumer-lag.md"
+DEAD_LETTER_RUNBOOK = "docs/runbooks/dead-letters.md"
+
+HEADER = """\
+# GENERATED from topics.yaml by `python -m hanzo_stream.monitoring generate`: do not edit.
+# Change a group's `lag: {warning, critical}` in topics.yaml and regenerate; CI fails
+# while this file and the registry disagree.
+"""
+
+
+def lag_alerts(group: Group) -> list[dict]:
+    """Warning and critical alerts on the group's total lag across its topics."""
+    expr = f'sum by (consumergroup) ({LAG_METRIC}{{consumergroup="{group.name}"}})'
+    topics = ", ".join(group.topics)
+    out = []
+    for severity, threshold, wait in (("warning", group.lag.warning, "5m"),
+                                      ("critical", group.lag.critical, "5m")):
+        out.append({
+            "alert": f"ConsumerLag{severity.capitalize()}",
+            "expr": f"{expr} > {threshold}",
+            "for": wait,
+            "labels": {"severity": severity, "consumergroup": group.name},
+            "annotations": {
+                "summary": f"Consumer group {group.name} is {{{{ $value | humanize }}}} messages behind "
+                           f"(threshold {threshold:,})",
+                "description": f"{group.name} reads {topics} with {group.consumers} expected "
+                               f"consumer(s). Lag above {threshold:,} for 5 minutes: the job is "
+                               "down, stuck, or slower than its producers.",
+                "runbook_url": LAG_RUNBOOK,
+            },
+        })
+    return out
+
+
+def dead_letter_alert(registry: Registry) -> dict:
+    watchers = sorted(g.name for g in registry.groups if dead_letter.TOPIC in g.topics)
+    return {
+        "alert": "DeadLettersArriving",
+        "expr": f'sum by (topic) (delta({OFFSET_METRIC}{{topic="{dead_letter.TOPIC}"}}[5m])) > 0',
+        "for": "0m",
+        "labels": {"severity": "warning", "consumergroup": ",".join(watchers)},
+        "annotations": {
+            "summary": f"Events are arriving on {dead_letter.TOPIC}",
+            "description": "Producers or jobs parked events they could not process. Read the "
+                           "hs.error.* headers to find the cause, fix it, then replay.",
+            "runbook_url": DEAD_LETTER_RUNBOOK,
+        },
+    }
+
+
+def rule_groups(registry: Registry) -> list[dict]:
+    return [
+        {"name": "hanzo-stream-consumer-lag",
+         "rules": [r for g in registry.groups for r in lag_alerts(g)]},
+        {"name": "hanzo-stream-dead-letters", "rules": [dead_letter_alert(registry)]},
+    ]
+
+
+def _humanize(v: float) -> str:
+    """Prometheus' `humanize` template function, for exact expected annotations."""
+    prefix = ""
+    for p in ("k", "M", "G", "T", "P"):
+        if abs(v) < 1000:
+            break
+        prefix, v = p, v / 1000
+    return f"{v:.4g}{prefix}"
+
+
+def _split(total: int) -> tuple[int, int]:
+    return total // 2, total - total // 2
+
+
+def lag_test(group: Group) -> dict:
+    """A promtool test: lag below warning, then above it, then above critical.
+
+    Lag is split over two partitions (the alert must sum them) and an unregistered
+    group lags far more (it must not fire anything).
+    """
+    w, c = group.lag.warning, group.lag.critical
+    phases = [w - 1, w + 1, c + 1]  # minutes 0-9, 10-19, 20-30
+    series = []
+    for part in (0, 1):
+        values = [_split(v)[part] for v in phases]
+        series.append({
+            "series": f'kafka_consumergroup_lag{{job="kafka-exporter", instance="exporter:9308", '
+                      f'consumergroup="{group.name}", topic="{group.topics[0]}", partition="{part}"}}',
+            "values": f"{values[0]}+0x9 {values[1]}+0x9 {values[2]}+0x10"})
+    series.append({"series": 'kafka_consumergroup_lag{job="kafka-exporter", instance="exporter:9308", '
+                             'consumergroup="unregistered-group", topic="t", partition="0"}',
+                   "values": f"{c * 10}+0x30"})
+
+    def expected(severity: str, value: int) -> list[dict]:
+        rule = next(r for r in lag_alerts(group) if r["labels"]["severity"] == severity)
+        return [{"exp_labels": {"severity": severity, "consumergroup": group.name},
+                 "exp_annotations": {
+                     **rule["annotations"],
+                     "summary": rule["annotations"]["summary"].replace(
+                         "{{ $value | humanize }}", _humanize(value))}}]
+
+    tests = []
+    for at, warn, crit in (("9m", None, None), ("13m", None, None),  # 13m: pending (for: 5m)
+                           ("19m", w + 1, None), ("29m", c + 1, c + 1)):
+        tests.append({"eval_time": at, "alertname": "ConsumerLagWarning",
+                      "exp_alerts": expected("warning", warn) if warn else []})
+        tests.append({"eval_time": at, "alertname": "ConsumerLagCritical",
+                      "exp_alerts": expected("critical", crit) if crit else []})
+    return {"name": f"lag of {group.name} (warning {w}, critical {c})", "interval": "1m",
+            "input_series": series, "alert_rule_test": tests}
+
+
+def dead_letter_test(registry: Registry) -> dict:
+    """Quiet dead-letter topic, then arrivals, then quiet again; other topics never count."""
+    rule = dead_letter_alert(registry)
+    offset = f'{OFFSET_METRIC}{{job="kafka-exporter", instance="exporter:9308", partition="0", '
+    firing = [{"exp_labels": {**rule["labels"], "topic": dead_letter.TOPIC},
+               "exp_annotations": rule["annotations"]}]
+    return {
+        "name": "dead letters arriving",
+        "interval": "1m",
+        "input_series": [
+            {"series": offset + f'topic="{dead_letter.TOPIC}"}}', "values": "5+0x9 6+1x4 10+0x15"},
+            {"series": offset + 'topic="some_busy_topic"}', "values": "0+1000x30"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "9m", "alertname": "DeadLettersArriving", "exp_alerts": []},
+            {"eval_time": "12m", "alertname": "DeadLettersArriving", "exp_alerts": firing},
+            {"eval_time": "30m", "alertname": "DeadLettersArriving", "exp_alerts": []},
+        ],
+    }
+
+
+def render_tests(registry: Registry, rule_files: list[str] | None = None) -> str:
+    """The promtool test file for the generated rules (paths relative to the test file)."""
+    doc = {
+        "rule_files": rule_files or ["../rules/recording.yaml", "../rules/registry-alerts.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [lag_test(g) for g in registry.groups] + [dead_letter_test(registry)],
+    }
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
+
+
+def render(registry: Registry) -> str:
+    """The generated rule file's exact text (stable: same registry, same bytes)."""
+    body = yaml.safe_dump({"groups": rule_groups(registry)}, sort_keys=False, width=1000,
+                          allow_unicode=True)
+    return HEADER + body

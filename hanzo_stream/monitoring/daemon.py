@@ -1,0 +1,124 @@
+"""A background process the local platform started, remembered across CLI invocations.
+
+`local up` and `local down` run in different processes, so the pid, port and URL go to
+<home>/<name>.json. A pid only counts as ours while its command line still contains the
+marker (a path under <home>), so a reused pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+class StartFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class Daemon:
+    home: Path
+    name: str
+    pid: int | None = None
+    port: int | None = None
+    url: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / f"{self.name}.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / f"{self.name}.log"
+
+    @property
+    def marker(self) -> str:
+        return str(self.home)
+
+    @classmethod
+    def load(cls, home: Path, name: str) -> Daemon:
+        d = cls(home, name)
+        if d.state_file.exists():
+            data = json.loads(d.state_file.read_text())
+            d.pid, d.port, d.url, d.extra = data["pid"], data["port"], data["url"], data["extra"]
+        return d
+
+    def save(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        data = {k: v for k, v in asdict(self).items() if k in ("pid", "port", "url", "extra")}
+        self.state_file.write_text(json.dumps(data, indent=2))
+
+    def alive(self) -> bool:
+        if not self.pid:
+            return False
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            return False
+        return self.marker in cmdline.decode(errors="replace")
+
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        """Start argv detached (own session, output to the log file). argv must contain the marker."""
+        if not any(self.marker in a for a in argv):
+            raise ValueError(f"{self.name}: the command line must name {self.marker}")
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as out:
+            proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=dict(env) if env else None,
+                                    start_new_session=True)
+        self.pid = proc.pid
+        self.save()
+
+    def wait_http(self, url: str, timeout: float) -> None:
+        """Until `url` answers 200; fails fast (with the log's tail) if the process died."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise StartFailed(f"{self.name} exited during start-up; log {self.log_file}:\n"
+                                  + self.log_tail())
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as e:
+                last = str(e)
+            time.sleep(0.3)
+        raise StartFailed(f"{self.name} not ready at {url} after {timeout:.0f}s ({last}); "
+                          f"log {self.log_file}:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log_file.read_text(errors="replace")[-chars:] if self.log_file.exists() else ""
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        """SIGTERM, then SIGKILL after `timeout`. True if it was running."""
+        if not self.alive():
+            return False
+        assert self.pid is not None
+        os.kill(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+            time.sleep(0.1)
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
+        self.pid = None
+        self.save()
+        return True
+
+    def status(self) -> dict:
+        return {"running": self.alive(), "pid": self.pid if self.alive() else None,
+                "url": self.url, "log": str(self.log_file)}

@@ -1,0 +1,269 @@
+"""Grafana dashboards as code, and the list of every PromQL query they run.
+
+Built here (ids, layout and datasource wiring are mechanical) and committed as JSON
+under monitoring/dashboards/ so Grafana (or infra's ConfigMaps) import the files
+directly. `panel_queries()` reads any dashboard JSON back into (panel, query) pairs:
+the live test runs each against real Prometheus and requires data.
+
+Order follows what on-call looks at first: consumer lag by group and partition, then
+messages and bytes in, replication health, controller state, request latency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import DASHBOARDS_DIR
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+GROUP = 'consumergroup=~"$group"'
+TOPIC = 'topic=~"$topic"'
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    queries: tuple[Query, ...]
+    kind: str = "timeseries"  # timeseries | stat
+    unit: str = "short"
+    width: int = 12
+    height: int = 8
+    description: str = ""
+    thresholds: tuple[tuple[float, str], ...] = ()  # (value, color) above the green base
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    uid: str
+    title: str
+    rows: tuple[Row, ...]
+    tags: tuple[str, ...] = ("hanzo-stream", "kafka")
+    variables: tuple[dict, ...] = field(default_factory=tuple)
+
+    @property
+    def file(self) -> Path:
+        return DASHBOARDS_DIR / f"{self.uid}.json"
+
+
+def _q(expr: str, legend: str = "") -> Query:
+    return Query(expr, legend)
+
+
+RED = ((1, "red"),)
+
+LAG = Row("Consumer lag", (
+    Panel("Lag by consumer group", (
+        _q(f"sum by (consumergroup) (kafka_consumer_group_lag{{{GROUP}, {TOPIC}}})",
+           "{{consumergroup}}"),), width=16,
+        description="Messages between each group's committed offsets and the log end. "
+                    "Alerts: registry thresholds per group (topics.yaml lag.warning/critical)."),
+    Panel("Current lag", (
+        _q(f"sum by (consumergroup) (kafka_consumer_group_lag{{{GROUP}, {TOPIC}}})",
+           "{{consumergroup}}"),), kind="stat", width=8),
+    Panel("Lag by partition", (
+        _q(f"kafka_consumer_group_lag{{{GROUP}, {TOPIC}}}",
+           "{{consumergroup}} {{topic}}/{{partition}}"),), width=16,
+        description="A single hot or stuck partition shows here before it moves the total."),
+    Panel("Members per group", (
+        _q(f"kafka_consumergroup_members{{{GROUP}}}", "{{consumergroup}}"),), kind="stat", width=8,
+        description="0 members with growing lag: the job is not running."),
+    Panel("Consumption rate (committed messages/s)", (
+        _q(f"sum by (consumergroup) (rate(kafka_consumergroup_current_offset_sum{{{GROUP}, {TOPIC}}}[2m]))",
+           "{{consumergroup}}"),), unit="short"),
+    Panel("Production rate of the groups' topics (messages/s)", (
+        _q(f"sum by (topic) (rate(kafka_topic_partition_current_offset{{{TOPIC}}}[2m]))",
+           "{{topic}}"),), unit="short"),
+))
+
+THROUGHPUT = Row("Throughput", (
+    Panel("Messages in/s by topic", (_q(f"kafka_messages_in_per_sec{{{TOPIC}}}", "{{topic}}"),),
+          unit="short"),
+    Panel("Bytes in/s by topic", (_q(f"kafka_bytes_in_per_sec{{{TOPIC}}}", "{{topic}}"),),
+          unit="Bps"),
+    Panel("Bytes out/s by topic", (
+        _q(f"sum by (topic) (rate(kafka_server_brokertopicmetrics_bytesout_total{{{TOPIC}}}[2m]))",
+           "{{topic}}"),), unit="Bps"),
+    Panel("Messages in/s (cluster)", (_q("sum(kafka_messages_in_per_sec)", "messages/s"),),
+          kind="stat", unit="short"),
+))
+
+REPLICATION = Row("Replication health", (
+    Panel("Under-replicated partitions", (_q("sum(kafka_under_replicated_partitions)"),),
+          kind="stat", width=6, thresholds=RED, description="Alert when > 0 for 5 minutes."),
+    Panel("Under min ISR", (_q("sum(kafka_server_replicamanager_underminisrpartitioncount)"),),
+          kind="stat", width=6, thresholds=RED),
+    Panel("Offline partitions", (_q("max(kafka_controller_kafkacontroller_offlinepartitionscount)"),),
+          kind="stat", width=6, thresholds=RED),
+    Panel("Offline log directories", (_q("sum(kafka_log_logmanager_offlinelogdirectorycount)"),),
+          kind="stat", width=6, thresholds=RED),
+    Panel("Under-replicated partitions by topic", (
+        _q(f"sum by (topic) (kafka_cluster_partition_underreplicated{{{TOPIC}}})", "{{topic}}"),)),
+    Panel("Under-replicated partitions by broker", (
+        _q("kafka_under_replicated_partitions", "{{instance}}"),)),
+    Panel("ISR shrinks and expands /s", (
+        _q("sum(rate(kafka_server_replicamanager_isrshrinks_total[5m]))", "shrinks"),
+        _q("sum(rate(kafka_server_replicamanager_isrexpands_total[5m]))", "expands"))),
+    Panel("Partitions and leaders per broker", (
+        _q("kafka_server_replicamanager_partitioncount", "partitions {{instance}}"),
+        _q("kafka_server_replicamanager_leadercount", "leaders {{instance}}"))),
+))
+
+CONTROLLER = Row("Controller state", (
+    Panel("Active controllers (must be 1)", (
+        _q("sum(kafka_controller_kafkacontroller_activecontrollercount)"),), kind="stat", width=6,
+        thresholds=((2, "red"),),
+        description="KRaft: only controller-role nodes report; the cluster-wide sum must be 1."),
+    Panel("Active controller", (
+        _q("kafka_controller_kafkacontroller_activecontrollercount == 1", "{{instance}}"),),
+        kind="stat", width=6),
+    Panel("Brokers: active / fenced", (
+        _q("max(kafka_controller_kafkacontroller_activebrokercount)", "active"),
+        _q("max(kafka_controller_kafkacontroller_fencedbrokercount)", "fenced")), kind="stat",
+        width=6),
+    Panel("Topics / partitions", (
+        _q("max(kafka_controller_kafkacontroller_globaltopiccount)", "topics"),
+        _q("max(kafka_controller_kafkacontroller_globalpartitioncount)", "partitions")),
+        kind="stat", width=6),
+    Panel("Scrape targets up", (_q('up{job=~".*kafka.*"}', "{{job}} {{instance}}"),), width=24,
+          height=6),
+))
+
+REQUESTS = Row("Requests and saturation", (
+    Panel("Request time p99 (ms)", (
+        _q('kafka_network_requestmetrics_totaltimems{quantile="0.99", '
+           'request=~"Produce|FetchConsumer|OffsetCommit"}', "{{request}} {{instance}}"),),
+        unit="ms"),
+    Panel("Requests/s", (
+        _q('sum by (request) (rate(kafka_network_requestmetrics_requests_total'
+           '{request=~"Produce|FetchConsumer|OffsetCommit"}[2m]))', "{{request}}"),)),
+    Panel("Request handler idle", (
+        _q("kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent", "{{instance}}"),),
+        unit="percentunit"),
+    Panel("Broker JVM heap used", (
+        _q('jvm_memory_used_bytes{area="heap", job=~".*kafka.*"}', "{{instance}}"),), unit="bytes"),
+))
+
+
+def _variable(name: str, label: str, query: str) -> dict:
+    return {"name": name, "label": label, "type": "query", "datasource": DATASOURCE,
+            "query": {"query": query, "refId": f"{name}-var"}, "definition": query,
+            "multi": True, "includeAll": True, "allValue": ".*",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "refresh": 2, "sort": 1, "hide": 0, "options": []}
+
+
+OVERVIEW = Dashboard(
+    uid="hanzo-stream-overview",
+    title="Hanzo Stream / Kafka overview",
+    rows=(LAG, THROUGHPUT, REPLICATION, CONTROLLER, REQUESTS),
+    variables=(
+        {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+         "current": {}, "hide": 0, "options": [], "refresh": 1},
+        _variable("group", "Consumer group", "label_values(kafka_consumergroup_lag, consumergroup)"),
+        _variable("topic", "Topic", "label_values(kafka_topic_partition_current_offset, topic)"),
+    ),
+)
+
+DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW,)
+
+
+def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict:
+    steps = [{"color": "green", "value": None}] + [{"color": c, "value": v} for v, c in p.thresholds]
+    out: dict = {
+        "id": pid, "type": p.kind, "title": p.title, "datasource": DATASOURCE,
+        "gridPos": {"h": p.height, "w": p.width, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": p.unit,
+                                     "thresholds": {"mode": "absolute", "steps": steps}},
+                        "overrides": []},
+        "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": q.expr,
+                     "legendFormat": q.legend or "__auto", "range": True}
+                    for i, q in enumerate(p.queries)],
+    }
+    if p.description:
+        out["description"] = p.description
+    if p.kind == "stat":
+        out["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                          "colorMode": "value", "graphMode": "area", "textMode": "auto"}
+    else:
+        out["options"] = {"legend": {"displayMode": "table", "placement": "bottom",
+                                     "calcs": ["lastNotNull", "max"]},
+                          "tooltip": {"mode": "multi", "sort": "desc"}}
+    return out
+
+
+def to_json(d: Dashboard) -> dict:
+    """The importable Grafana model (schema 39; `id: null` so import creates or overwrites by uid)."""
+    panels: list[dict] = []
+    y, pid = 0, 1
+    for row in d.rows:
+        panels.append({"id": pid, "type": "row", "title": row.title, "collapsed": False,
+                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []})
+        pid, y, x, row_h = pid + 1, y + 1, 0, 0
+        for p in row.panels:
+            if x + p.width > 24:
+                x, y, row_h = 0, y + row_h, 0
+            panels.append(_panel_json(p, pid, x, y))
+            pid, x, row_h = pid + 1, x + p.width, max(row_h, p.height)
+        y += row_h
+    return {
+        "id": None, "uid": d.uid, "title": d.title, "tags": list(d.tags),
+        "timezone": "utc", "editable": True, "schemaVersion": 39, "version": 1,
+        "refresh": "30s", "time": {"from": "now-3h", "to": "now"},
+        "templating": {"list": list(d.variables)},
+        "annotations": {"list": [{
+            "name": "Firing alerts", "datasource": DATASOURCE, "enable": True,
+            "expr": 'ALERTS{alertstate="firing", alertname=~"Kafka.*|ConsumerLag.*|DeadLetters.*"}',
+            "iconColor": "red", "titleFormat": "{{alertname}}", "textFormat": "{{consumergroup}}"}]},
+        "panels": panels,
+    }
+
+
+def render(d: Dashboard) -> str:
+    return json.dumps(to_json(d), indent=2) + "\n"
+
+
+# ---------------------------------------------------------------- reading dashboards back
+
+@dataclass(frozen=True)
+class PanelQuery:
+    dashboard: str
+    panel: str
+    expr: str
+
+
+def panel_queries(paths: Iterable[Path] | None = None) -> list[PanelQuery]:
+    """Every target expression of every panel in the given dashboard files (default: all)."""
+    files = sorted(DASHBOARDS_DIR.glob("*.json")) if paths is None else list(paths)
+    out = []
+    for f in files:
+        doc = json.loads(Path(f).read_text())
+        stack = list(doc.get("panels", []))
+        while stack:
+            p = stack.pop(0)
+            stack.extend(p.get("panels", []))  # collapsed rows nest their panels
+            for t in p.get("targets", []):
+                if t.get("expr"):
+                    out.append(PanelQuery(doc["uid"], p["title"], t["expr"]))
+    return out
+
+
+def expand(expr: str, values: Mapping[str, str] | None = None) -> str:
+    """Substitute dashboard variables ($group, ${topic}, ...) as Grafana would; default All (.*)."""
+    values = values or {}
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), ".*"), expr)
