@@ -35,12 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _secret_setting(key: str) -> pulumi.Output | None:
     """Secret settings must have been set with --secret; a plain value is refused."""
-    from pulumi.runtime.config import is_config_secret
+    from pulumi.runtime.config import get_config_secret_keys_env, is_config_secret
 
     cfg = pulumi.Config(PROJECT)
     if cfg.get(key) is None:
         return None
-    if not is_config_secret(f"{PROJECT}:{key}"):
+    full = f"{PROJECT}:{key}"
+    if not (is_config_secret(full) or full in get_config_secret_keys_env()):
         raise policy.PolicyViolation([policy.Violation(
             "no-plaintext-secrets", f"config {key}",
             f"set it with `pulumi config set --secret {key}`")])

@@ -127,6 +127,9 @@ def render(stack: str, extra: dict[str, str] | None = None,
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="hanzo-stream", stack=stack, preview=False,
                              monitor=Monitor(recorder))
+    from pulumi.runtime.config import set_all_config
+
+    set_all_config(config, secret_keys)  # what the language host does before the program
     sys.path.insert(0, str(root))
     from infra.program import main
 

@@ -1,0 +1,180 @@
+"""The CrossGuard-style policy: the rendered stacks pass it, and each rule catches the
+violation it exists for, both over rendered output and inside the program."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from infra import policy
+
+from .infra_helpers import RenderFailed, manifests, render
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def rendered(request):
+    return render(request.param)
+
+
+def env_of(ms: list[dict]) -> list[dict]:
+    sts = next(m for m in ms if m["kind"] == "StatefulSet")
+    return sts["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+def rules(violations: list[policy.Violation]) -> set[str]:
+    return {v.rule for v in violations}
+
+
+def test_rendered_stacks_pass_with_every_generated_secret_searched(rendered):
+    secrets = rendered["generated_secrets"]
+    assert len(secrets) >= 14  # 11 passwords, the cluster id, two private keys
+    env = "prod" if rendered["stack"] == "prod" else "dev"
+    assert policy.check(manifests(rendered), env, secret_values=secrets) == []
+
+
+def test_secrets_appear_only_inside_secret_objects(rendered):
+    """The plain-text scan, done independently: each generated value occurs in Secret
+    data and nowhere else in what would be sent to the cluster."""
+    delivered = set()
+    for value in rendered["generated_secrets"]:
+        holders = [m for m in manifests(rendered) if json.dumps(value)[1:-1] in json.dumps(m)]
+        assert {m["kind"] for m in holders} <= {"Secret"}
+        if holders:
+            delivered.add(value)
+    outs = rendered["outputs"]
+    must = {outs["adminPassword"]["value"], outs["clusterId"]["value"],
+            *outs["principalPasswords"]["value"].values()}
+    assert must <= delivered  # the CA key, by contrast, never leaves Pulumi state
+
+
+def test_prod_replication_rules():
+    ms = copy.deepcopy(manifests(render("prod")))
+    sts = next(m for m in ms if m["kind"] == "StatefulSet")
+    sts["spec"]["replicas"] = 1
+    for e in env_of(ms):
+        if e["name"] == "KAFKA_CFG_MIN_INSYNC_REPLICAS":
+            e["value"] = "1"
+        if e["name"] == "KAFKA_CFG_DEFAULT_REPLICATION_FACTOR":
+            e["value"] = "2"
+    found = policy.check_replication(ms, "prod")
+    assert {v.message for v in found} >= {
+        "prod needs 3 or more brokers", "min.insync.replicas must be >= 2 in prod",
+        "default.replication.factor must be >= 3 in prod"}
+    assert policy.check_replication(ms, "dev") == []  # dev may run one broker
+
+
+def test_dev_stack_would_fail_prod_policy():
+    assert rules(policy.check(manifests(render("dev")), "prod")) == {"prod-replication"}
+
+
+@pytest.mark.parametrize(("image", "digest_required", "bad"), [
+    ("docker.io/bitnamilegacy/kafka:3.7.2", False, False),
+    ("docker.io/bitnamilegacy/kafka:latest", False, True),
+    ("docker.io/bitnamilegacy/kafka", False, True),
+    ("registry:5000/kafka", False, True),
+    ("registry:5000/kafka:3.7.2", False, False),
+    ("docker.io/bitnamilegacy/kafka:3.7.2", True, True),
+    ("docker.io/bitnamilegacy/kafka:3.7.2@sha256:" + "a" * 64, True, False),
+    ("docker.io/bitnamilegacy/kafka@sha256:" + "a" * 64, True, False),
+    ("", False, True),
+])
+def test_image_pinning(image, digest_required, bad):
+    assert (policy.image_problem(image, digest_required) is not None) is bad
+
+
+def test_unpinned_image_anywhere_is_caught(rendered):
+    ms = copy.deepcopy(manifests(rendered))
+    app = next(m for m in ms if m["kind"] == "SparkApplication")
+    app["spec"]["image"] = "apache/spark-py:latest"
+    job = next(m for m in ms if m["kind"] == "Job")
+    job["spec"]["template"]["spec"]["containers"][0]["image"] = "ghcr.io/hanzoai/hanzo-stream"
+    found = policy.check_images(ms, False)
+    assert {v.resource for v in found} == {f"SparkApplication/{app['metadata']['name']}",
+                                           f"Job/{job['metadata']['name']}"}
+
+
+def test_plaintext_listener_is_caught(rendered):
+    ms = copy.deepcopy(manifests(rendered))
+    for e in env_of(ms):
+        if e["name"] == "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP":
+            e["value"] = e["value"].replace("CLIENT:SASL_SSL", "CLIENT:PLAINTEXT")
+    assert [v.message for v in policy.check_listeners(ms)] == ["listener CLIENT uses PLAINTEXT"]
+    ms = copy.deepcopy(manifests(rendered))
+    for e in env_of(ms):
+        if e["name"] == "KAFKA_CFG_LISTENERS":
+            e["value"] += ",EXTERNAL://0.0.0.0:9092"
+    assert "EXTERNAL" in policy.check_listeners(ms)[0].message
+
+
+def test_client_without_tls_is_caught(rendered):
+    ms = copy.deepcopy(manifests(rendered))
+    job = next(m for m in ms if m["kind"] == "Job")
+    for e in job["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if e["name"] == "HANZO_STREAM_SECURITY_PROTOCOL":
+            e["value"] = "SASL_PLAINTEXT"
+    assert rules(policy.check_listeners(ms)) == {"no-plaintext"}
+
+
+def test_missing_network_policy_is_caught(rendered):
+    ms = [m for m in manifests(rendered) if m["kind"] != "NetworkPolicy"]
+    found = policy.check_network_policies(ms)
+    assert "no default-deny policy" in {v.message for v in found}
+    assert any(v.resource == "StatefulSet/kafka" for v in found)
+    ms = copy.deepcopy(manifests(rendered))
+    dep = next(m for m in ms if m["kind"] == "Deployment")
+    del dep["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"]
+    assert len(policy.check_network_policies(ms)) == 1
+
+
+def test_secret_in_plain_text_is_caught(rendered):
+    secret = rendered["outputs"]["adminPassword"]["value"]
+    ms = copy.deepcopy(manifests(rendered))
+    cm = next(m for m in ms if m["kind"] == "ConfigMap")
+    cm["data"]["leak"] = f"password={secret}"
+    job = next(m for m in ms if m["kind"] == "Job")
+    job["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "HANZO_STREAM_SASL_PASSWORD", "value": secret})
+    found = policy.check_plain_text(ms, rendered["generated_secrets"])
+    assert {v.resource for v in found} == {f"ConfigMap/{cm['metadata']['name']}",
+                                           f"Job/{job['metadata']['name']}"}
+    key = next(s for s in rendered["generated_secrets"] if "PRIVATE KEY" in s)
+    ann = next(m for m in ms if m["kind"] == "StatefulSet")["metadata"]
+    ann["annotations"] = {"debug": key}  # multi-line values are found as JSON text too
+    assert any(v.resource == "StatefulSet/kafka" for v in policy.check_plain_text(
+        ms, rendered["generated_secrets"]))
+
+
+def test_program_refuses_a_prod_stack_that_breaks_policy():
+    with pytest.raises(RenderFailed, match=r"prod-replication.*3 or more brokers"):
+        render("prod", (("brokers", "1"),))
+    with pytest.raises(RenderFailed, match=r"images-pinned"):
+        render("prod", (("schemaRegistryImage", "confluentinc/cp-schema-registry:latest"),))
+    with pytest.raises(RenderFailed, match=r"images-pinned.*not pinned by digest"):
+        render("prod", (("requireDigests", "true"),))
+
+
+def test_program_refuses_secret_settings_given_in_plain_text():
+    with pytest.raises(RenderFailed, match=r"config set --secret clickhousePassword"):
+        render("dev", (("clickhousePassword", "hunter2hunter2"),))
+
+
+def test_secret_settings_become_secrets_and_nothing_else():
+    values = {"s3AccessKey": "AKIAEXAMPLEKEY01", "s3SecretKey": "s3-secret-value-0123456789",
+              "clickhousePassword": "clickhouse-pass-0123456789"}
+    out = render("dev", secrets=tuple(values.items()))
+    s3 = next(r for r in out["resources"] if r["inputs"].get("kind") == "Secret"
+              and r["inputs"]["metadata"]["name"] == "hanzo-stream-s3")
+    assert s3["inputs"]["stringData"] == {"access-key": values["s3AccessKey"],
+                                          "secret-key": values["s3SecretKey"]}
+    assert s3["secret_paths"] == ["stringData"]
+    assert policy.check_plain_text(manifests(out), list(values.values())) == []
+    app = next(m for m in manifests(out) if m["kind"] == "SparkApplication")
+    env = {e["name"]: e for e in app["spec"]["driver"]["env"]}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "hanzo-stream-s3"
+
+
+def test_unknown_setting_is_refused():
+    with pytest.raises(RenderFailed, match="unknown setting 'hanzo-stream:broker'"):
+        render("dev", (("broker", "3"),))
