@@ -1,0 +1,153 @@
+"""Alert and recording rules: valid for promtool, tested by promtool, in sync with topics.yaml."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hanzo_stream.monitoring import MONITORING_DIR, RULES_DIR, alerts, rule_files
+from hanzo_stream.monitoring.__main__ import generated
+from hanzo_stream.monitoring.__main__ import main as generate_main
+from hanzo_stream.registry import LagThresholds, Registry
+
+
+def promtool(*args: str | Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("promtool")
+    assert exe, "promtool missing: run .ci/install-monitoring.sh (Debian package `prometheus`)"
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def all_alerts() -> dict[str, dict]:
+    out = {}
+    for f in rule_files():
+        for g in yaml.safe_load(f.read_text())["groups"]:
+            for r in g["rules"]:
+                if "alert" in r:
+                    out.setdefault(r["alert"], r)
+    return out
+
+
+def test_rule_files_pass_promtool_check() -> None:
+    files = rule_files()
+    assert {f.name for f in files} == {"recording.yaml", "kafka-alerts.yaml", "registry-alerts.yaml"}
+    res = promtool("check", "rules", *files)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_promtool_unit_tests_pass() -> None:
+    tests = sorted((MONITORING_DIR / "tests").glob("*.test.yaml"))
+    assert len(tests) == 2
+    res = promtool("test", "rules", *tests)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
+    fired, quiet = set(), set()
+    for f in (MONITORING_DIR / "tests").glob("*.test.yaml"):
+        for t in yaml.safe_load(f.read_text())["tests"]:
+            for case in t.get("alert_rule_test", []):
+                (fired if case["exp_alerts"] else quiet).add(case["alertname"])
+    required = {"KafkaUnderReplicatedPartitions", "KafkaOfflinePartitions", "KafkaActiveControllerCount",
+                "KafkaUnderMinIsrPartitions", "KafkaOfflineLogDirectory", "KafkaDiskSpaceLow",
+                "KafkaDiskSpaceCritical", "KafkaMetricsTargetDown", "KafkaLagExporterMissing",
+                "ConsumerLagWarning", "ConsumerLagCritical", "DeadLettersArriving"}
+    assert set(all_alerts()) == required
+    assert fired == required, f"never shown firing: {required - fired}"
+    assert quiet == required, f"never shown quiet: {required - quiet}"
+
+
+def test_the_standards_thresholds() -> None:
+    rules = all_alerts()
+    urp = rules["KafkaUnderReplicatedPartitions"]
+    assert urp["expr"] == "sum(kafka_under_replicated_partitions) > 0" and urp["for"] == "5m"
+    assert rules["KafkaActiveControllerCount"]["expr"].endswith("!= 1")
+    assert rules["KafkaActiveControllerCount"]["expr"].startswith("sum(")
+
+
+def test_standard_metric_names_are_recorded() -> None:
+    recorded = {r["record"] for g in yaml.safe_load((RULES_DIR / "recording.yaml").read_text())["groups"]
+                for r in g["rules"]}
+    assert {"kafka_messages_in_per_sec", "kafka_bytes_in_per_sec", "kafka_under_replicated_partitions",
+            "kafka_consumer_group_lag"} <= recorded
+
+
+def test_generated_files_match_the_registry(root: Path) -> None:
+    """One fact in one place: the committed lag rules are exactly what topics.yaml implies."""
+    for path, text in generated(root / "topics.yaml").items():
+        assert path.read_text() == text, (
+            f"{path} is stale: run `python -m hanzo_stream.monitoring generate`")
+    assert generate_main(["generate", "--check"]) == 0
+
+
+def test_every_registry_group_gets_warning_and_critical(registry: Registry) -> None:
+    groups = yaml.safe_load(alerts.render(registry))["groups"]
+    lag = next(g for g in groups if g["name"] == "hanzo-stream-consumer-lag")["rules"]
+    for g in registry.groups:
+        mine = {r["labels"]["severity"]: r for r in lag if r["labels"]["consumergroup"] == g.name}
+        assert mine["warning"]["expr"].endswith(f"> {g.lag.warning}")
+        assert mine["critical"]["expr"].endswith(f"> {g.lag.critical}")
+    assert len(lag) == 2 * len(registry.groups)
+
+
+def test_dead_letter_alert_is_addressed_to_the_monitor(registry: Registry) -> None:
+    rule = alerts.dead_letter_alert(registry)
+    assert rule["labels"]["consumergroup"] == "dead-letter-monitor"
+    assert 'topic="dead_letter"' in rule["expr"]
+
+
+def _write_rules(tmp_path: Path, registry: Registry) -> Path:
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "tests").mkdir()
+    shutil.copy(RULES_DIR / "recording.yaml", tmp_path / "rules" / "recording.yaml")
+    (tmp_path / "rules" / "registry-alerts.yaml").write_text(alerts.render(registry))
+    test_file = tmp_path / "tests" / "registry-alerts.test.yaml"
+    test_file.write_text(alerts.render_tests(registry))
+    return test_file
+
+
+def test_thresholds_changed_in_the_registry_change_the_alerts(tmp_path: Path, registry: Registry) -> None:
+    custom = dataclasses.replace(registry, groups=tuple(
+        dataclasses.replace(g, lag=LagThresholds(warning=5_000 + i, critical=70_000 + i))
+        for i, g in enumerate(registry.groups)))
+    res = promtool("test", "rules", _write_rules(tmp_path, custom))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "> 5000\n" in (tmp_path / "rules" / "registry-alerts.yaml").read_text()
+
+
+def test_promtool_catches_rules_that_ignore_the_registry(tmp_path: Path, registry: Registry) -> None:
+    """The generated promtool test is not vacuous: rules with other thresholds fail it."""
+    test_file = _write_rules(tmp_path, registry)
+    rules = tmp_path / "rules" / "registry-alerts.yaml"
+    rules.write_text(rules.read_text().replace("> 100000\n", "> 150000\n"))
+    res = promtool("test", "rules", test_file)
+    assert res.returncode != 0
+    assert "ConsumerLagWarning" in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("bad", ["sum(kafka_under_replicated_partitions) > 0", "0"])
+def test_promtool_catches_a_broken_urp_alert(tmp_path: Path, bad: str) -> None:
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "tests").mkdir()
+    shutil.copy(RULES_DIR / "recording.yaml", tmp_path / "rules")
+    text = (RULES_DIR / "kafka-alerts.yaml").read_text()
+    if bad == "0":  # an alert that can never fire
+        text = text.replace("expr: sum(kafka_under_replicated_partitions) > 0", "expr: vector(0) > 0")
+    else:  # drop the 5-minute window: the blip case must now fire
+        text = text.replace("        for: 5m\n", "        for: 0m\n", 1)
+    (tmp_path / "rules" / "kafka-alerts.yaml").write_text(text)
+    shutil.copy(MONITORING_DIR / "tests" / "kafka-alerts.test.yaml", tmp_path / "tests")
+    res = promtool("test", "rules", tmp_path / "tests" / "kafka-alerts.test.yaml")
+    assert res.returncode != 0
+    assert "KafkaUnderReplicatedPartitions" in res.stdout + res.stderr
+
+
+def test_humanize_matches_prometheus() -> None:
+    assert alerts._humanize(100_001) == "100k"
+    assert alerts._humanize(1_000_001) == "1M"
+    assert alerts._humanize(5_001) == "5.001k"
+    assert alerts._humanize(42) == "42"
