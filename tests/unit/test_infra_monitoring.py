@@ -1,0 +1,121 @@
+"""Monitoring wiring: whatever monitoring/ holds ends up in the cluster, thresholds from
+the registry; and the same wiring works with other sets of files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from hanzo_stream.registry import load_registry
+from infra import monitoring
+from infra.topology import Topology
+
+from .infra_helpers import ROOT, env_map, kafka_container, obj, of_kind, render
+
+REGISTRY = load_registry(ROOT / "topics.yaml")
+
+
+def alert_rules(rule: dict) -> list[dict]:
+    return [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_jmx_agent_runs_with_the_project_rules_file():
+    out = render("prod")
+    files = sorted((ROOT / "monitoring").glob("**/*jmx*.y*ml"))
+    assert files, "monitoring/ has a JMX exporter rules file"
+    cm = obj(out, "ConfigMap", "kafka-jmx-rules")
+    assert cm["data"] == {"kafka-jmx.yaml": files[0].read_text()}
+    opts = env_map(kafka_container(out))["KAFKA_OPTS"]["value"]
+    assert opts == ("-javaagent:/opt/hanzo/jmx/jmx_prometheus_javaagent.jar="
+                    "9404:/opt/hanzo/jmx-rules/kafka-jmx.yaml")
+    pod = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    init = pod["initContainers"][0]
+    envs = {e["name"]: e["value"] for e in init["env"]}
+    assert envs["URL"].endswith("jmx_prometheus_javaagent-1.0.1.jar")
+    assert len(envs["SHA256"]) == 64 and "sha256sum -c" in init["command"][2]
+    (pm,) = of_kind(out, "PodMonitor")
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert pm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_every_project_rule_group_and_registry_thresholds_are_deployed():
+    (rule,) = of_kind(render("prod"), "PrometheusRule")
+    deployed = {g["name"] for g in rule["spec"]["groups"]}
+    disc = monitoring.discover(ROOT)
+    assert {g["name"] for g in disc.rule_groups} <= deployed
+    exprs = [r["expr"] for r in alert_rules(rule)]
+    for g in REGISTRY.groups:
+        for threshold in (g.lag.warning, g.lag.critical):
+            assert any(f'consumergroup="{g.name}"' in e and e.endswith(f"> {threshold}")
+                       for e in exprs), (g.name, threshold)
+    assert len(deployed) == len(rule["spec"]["groups"])  # no group twice
+
+
+def test_registry_thresholds_win_over_a_stale_generated_file(tmp_path):
+    (tmp_path / "monitoring" / "rules").mkdir(parents=True)
+    stale = {"groups": [{"name": "hanzo-stream-consumer-lag", "rules": [
+        {"alert": "ConsumerLagWarning", "expr": 'kafka_consumer_group_lag{consumergroup="billing-agg"} > 5'}]},
+        {"name": "kafka-brokers", "rules": [{"alert": "UnderReplicated",
+                                             "expr": "kafka_under_replicated_partitions > 0"}]}]}
+    (tmp_path / "monitoring" / "rules" / "alerts.yaml").write_text(yaml.safe_dump(stale))
+    (tmp_path / "monitoring" / "rules" / "alerts.test.yaml").write_text(
+        yaml.safe_dump({"rule_files": ["alerts.yaml"], "tests": []}))
+    files = monitoring.discover(tmp_path)
+    rule = monitoring.prometheus_rule(Topology("hanzo", "cluster.local", 3), files, REGISTRY, {})
+    exprs = [r["expr"] for r in alert_rules(rule)]
+    assert "kafka_under_replicated_partitions > 0" in exprs
+    assert not any(e.endswith("> 5") for e in exprs)
+    assert any('consumergroup="billing-agg"' in e and e.endswith("> 100000") for e in exprs)
+
+
+def test_without_monitoring_files_the_wiring_still_renders(tmp_path):
+    files = monitoring.discover(tmp_path)
+    assert files.jmx.text == monitoring.FALLBACK_JMX_RULES
+    assert files.rule_groups == [] and files.dashboards == {}
+    rule = monitoring.prometheus_rule(Topology("hanzo", "cluster.local", 1), files, REGISTRY, {})
+    assert len(alert_rules(rule)) >= 2 * len(REGISTRY.groups)
+
+
+def test_dashboards_become_sidecar_config_maps(tmp_path):
+    out = render("prod")
+    want = sorted(p.name for p in (ROOT / "monitoring").glob("**/*.json")
+                  if "panels" in json.loads(p.read_text()))
+    cms = [m for m in of_kind(out, "ConfigMap") if m["metadata"].get("labels", {}).get(
+        "grafana_dashboard") == "1"]
+    assert sorted(k for m in cms for k in m["data"]) == want
+    assert all(m["metadata"]["namespace"] == "monitoring" for m in cms)
+    d = tmp_path / "monitoring" / "dashboards"
+    d.mkdir(parents=True)
+    (d / "Lag by Group.json").write_text(json.dumps({"title": "x", "panels": []}))
+    (d / "not-a-dashboard.json").write_text(json.dumps({"hello": 1}))
+    (cm,) = monitoring.dashboards(monitoring.discover(tmp_path), "monitoring")
+    assert cm["metadata"]["name"] == "grafana-dashboard-lag-by-group"
+    assert list(cm["data"]) == ["Lag by Group.json"]
+
+
+def test_lag_exporter_connects_over_sasl_ssl_without_a_password_in_its_args():
+    out = render("prod")
+    c = obj(out, "Deployment", "kafka-exporter")["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"].startswith("docker.io/danielqsj/kafka-exporter:v")
+    args = c["args"]
+    assert "--sasl.enabled" in args and "--tls.enabled" in args
+    assert "--sasl.password=$(KAFKA_PASSWORD)" in args
+    assert "--kafka.server=kafka.hanzo.svc.cluster.local:9093" in args
+    assert env_map(c)["KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    (sm,) = of_kind(out, "ServiceMonitor")
+    assert sm["spec"]["selector"]["matchLabels"] == obj(out, "Service", "kafka-exporter")[
+        "spec"]["selector"]
+
+
+def test_operator_resources_can_be_turned_off():
+    out = render("dev", (("prometheusOperator", "false"), ("grafanaDashboards", "false")))
+    assert not of_kind(out, "PrometheusRule") and not of_kind(out, "PodMonitor")
+    assert not [m for m in of_kind(out, "ConfigMap") if "grafana" in m["metadata"]["name"]]
+    assert of_kind(out, "Deployment")  # the exporter itself stays
+
+
+def test_monitoring_sources_are_reported():
+    sources = render("dev")["outputs"]["monitoringSources"]["value"]
+    assert any(Path(s).name.startswith("jmx") for s in sources)

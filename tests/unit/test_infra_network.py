@@ -1,0 +1,100 @@
+"""NetworkPolicy semantics, evaluated: who may reach which port of which pod."""
+
+from __future__ import annotations
+
+import pytest
+
+from .infra_helpers import obj, of_kind, render
+
+BROKER = obj(render("prod"), "StatefulSet", "kafka")["spec"]["template"]["metadata"]["labels"]
+APP = {"app": "some-service"}
+
+
+def _peer_matches(peer: dict, policy_ns: str, src_ns: str, src_labels: dict) -> bool:
+    if "namespaceSelector" in peer:
+        exprs = peer["namespaceSelector"].get("matchExpressions", [])
+        ok = all(src_ns in e["values"] for e in exprs if e["key"] == "kubernetes.io/metadata.name")
+        labels = peer["namespaceSelector"].get("matchLabels", {})
+        ok = ok and all(k == "kubernetes.io/metadata.name" and v == src_ns for k, v in labels.items())
+    else:
+        ok = src_ns == policy_ns  # a podSelector-only peer means the policy's own namespace
+    if ok and "podSelector" in peer:
+        ok = all(src_labels.get(k) == v for k, v in peer["podSelector"].get("matchLabels", {}).items())
+    return ok
+
+
+def allowed(policies: list[dict], ns: str, pod: dict, port: int, src_ns: str,
+            src_labels: dict) -> bool:
+    """Kubernetes semantics: isolated if any policy selects the pod; then allowed if any
+    rule of any selecting policy admits the source on that port."""
+    selecting = [p for p in policies if p["metadata"]["namespace"] == ns and all(
+        pod.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())]
+    if not selecting:
+        return True
+    for p in selecting:
+        for rule in p["spec"].get("ingress", []):
+            ports = [x["port"] for x in rule.get("ports", [])]
+            if ports and port not in ports:
+                continue
+            if not rule.get("from") or any(
+                    _peer_matches(peer, ns, src_ns, src_labels) for peer in rule["from"]):
+                return True
+    return False
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def policies(request):
+    return of_kind(render(request.param), "NetworkPolicy")
+
+
+@pytest.mark.parametrize(("port", "src_ns", "src", "ok"), [
+    (9093, "hanzo", APP, True),  # clients in the hanzo namespace
+    (9093, "default", APP, False),  # anyone else: no
+    (9093, "monitoring", APP, False),
+    (9094, "hanzo", APP, False),  # inter-broker: not for clients
+    (9095, "hanzo", APP, False),  # controller: not for clients
+    (9094, "hanzo", BROKER, True),  # between brokers
+    (9095, "hanzo", BROKER, True),
+    (9095, "other", BROKER, False),  # broker labels in another namespace do not count
+    (9404, "monitoring", APP, True),  # JMX metrics: Prometheus only
+    (9404, "hanzo", APP, False),
+    (9092, "hanzo", APP, False),  # nothing else is open
+])
+def test_broker_ports(policies, port, src_ns, src, ok):
+    assert allowed(policies, "hanzo", BROKER, port, src_ns, src) is ok
+
+
+def test_every_platform_pod_is_isolated(policies):
+    """The default deny selects every pod we run (part-of label), with no ingress."""
+    (deny,) = [p for p in policies if p["metadata"]["name"] == "hanzo-stream-default-deny"]
+    assert deny["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/part-of": "hanzo-stream"}
+    assert deny["spec"]["ingress"] == [] and deny["spec"]["policyTypes"] == ["Ingress"]
+    rendered = render("prod")
+    for kind in ("Deployment", "Job", "StatefulSet"):
+        for m in of_kind(rendered, kind):
+            labels = m["spec"]["template"]["metadata"]["labels"]
+            assert labels["app.kubernetes.io/part-of"] == "hanzo-stream"
+            assert not allowed(policies, "hanzo", labels, 12345, "default", APP)
+
+
+def test_schema_registry_and_exporter(policies):
+    sr = obj(render("prod"), "Deployment", "schema-registry")["spec"]["template"]["metadata"]["labels"]
+    assert allowed(policies, "hanzo", sr, 8081, "hanzo", APP)
+    assert not allowed(policies, "hanzo", sr, 8081, "default", APP)
+    ex = obj(render("prod"), "Deployment", "kafka-exporter")["spec"]["template"]["metadata"]["labels"]
+    assert allowed(policies, "hanzo", ex, 9308, "monitoring", APP)
+    assert not allowed(policies, "hanzo", ex, 9308, "hanzo", APP)
+
+
+def test_spark_pods_talk_only_to_spark_pods(policies):
+    app = render("prod")
+    spark = next(m for m in of_kind(app, "SparkApplication"))["spec"]["driver"]["labels"]
+    assert allowed(policies, "hanzo", spark, 7078, "hanzo", spark)
+    assert not allowed(policies, "hanzo", spark, 7078, "hanzo", APP)
+
+
+def test_client_namespaces_setting_widens_only_the_client_port():
+    ps = of_kind(render("prod", (("clientNamespaces", '["hanzo", "hanzo-batch"]'),)),
+                 "NetworkPolicy")
+    assert allowed(ps, "hanzo", BROKER, 9093, "hanzo-batch", APP)
+    assert not allowed(ps, "hanzo", BROKER, 9095, "hanzo-batch", APP)

@@ -1,0 +1,94 @@
+"""Spark applications: one per consumer-group job, each as its own principal."""
+
+from __future__ import annotations
+
+import yaml
+
+from hanzo_stream.registry import load_registry
+from infra import spark
+from infra.reconciler import content_hash
+from infra.settings import parse
+
+from .infra_helpers import ROOT, of_kind, render, resource
+
+REGISTRY = load_registry(ROOT / "topics.yaml")
+
+
+def expected_jobs() -> list[str]:
+    d = ROOT / "consumers"
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else sorted(spark.DEFAULT_JOBS)
+
+
+def test_one_application_per_job_with_image_checkpoint_connector_and_credentials():
+    out = render("prod")
+    apps = {a["metadata"]["name"]: a for a in of_kind(out, "SparkApplication")}
+    assert sorted(apps) == expected_jobs()
+    assert out["outputs"]["sparkApplications"]["value"] == [j.name for j in
+                                                            spark.discover(ROOT, REGISTRY)]
+    for name, app in apps.items():
+        g = REGISTRY.group(name)
+        spec = app["spec"]
+        assert spec["image"] == "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0"
+        assert spec["restartPolicy"]["type"] == "Always"
+        assert spec["mainApplicationFile"].startswith("local:///opt/hanzo-stream/spark/")
+        jars = spec["deps"]["jars"]
+        assert any("spark-sql-kafka-0-10_2.12-3.5.3.jar" in j for j in jars)
+        assert any("kafka-clients-" in j for j in jars)
+        assert spec["executor"]["instances"] == g.consumers
+        for part in ("driver", "executor"):
+            env = {e["name"]: e for e in spec[part]["env"]}
+            assert env["HANZO_STREAM_CHECKPOINT"]["value"].startswith(
+                f"s3a://hanzo-stream/checkpoints/{name}")
+            assert env["HANZO_STREAM_GROUP"]["value"] == g.name
+            ref = env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": f"kafka-user-{g.principal}", "key": "password"}
+            assert env["HANZO_STREAM_SASL_MECHANISM"]["value"] == "SCRAM-SHA-512"
+            assert env["HANZO_STREAM_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
+        deps = resource(out, "SparkApplication", name)["dependencies"]
+        assert any(d.startswith("job-hanzo-stream-apply-") for d in deps)  # users exist first
+
+
+def test_jobs_follow_consumers_specs(tmp_path):
+    d = tmp_path / "consumers"
+    d.mkdir()
+    (d / "billing-agg.yaml").write_text(yaml.safe_dump({
+        "group": "billing-agg", "job": "spark/billing_agg.py",
+        "checkpoint": "s3a://bucket/billing"}))
+    (d / "rpc-billing.yaml").write_text(yaml.safe_dump({"group": "rpc-billing"}))
+    (d / "not-a-group.yaml").write_text(yaml.safe_dump({"group": "nope", "job": "x.py"}))
+    jobs = {j.name: j for j in spark.discover(tmp_path, REGISTRY)}
+    assert sorted(jobs) == ["billing-agg", "rpc-billing"]
+    assert jobs["billing-agg"].principal == "billing-aggregator"
+    assert jobs["rpc-billing"].entry == "spark/rpc_billing.py"
+    s = parse({})
+    assert spark.checkpoint_of(s, jobs["billing-agg"]) == "s3a://bucket/billing"
+    assert spark.checkpoint_of(s, jobs["rpc-billing"]) == "s3a://hanzo-stream/checkpoints/rpc-billing"
+
+
+def test_without_consumers_dir_the_registry_spark_groups_run(tmp_path):
+    jobs = spark.discover(tmp_path, REGISTRY)
+    assert [j.name for j in jobs] == list(spark.DEFAULT_JOBS)
+    assert [j.executors for j in jobs] == [REGISTRY.group(n).consumers for n in spark.DEFAULT_JOBS]
+
+
+def test_spark_off_renders_no_applications_or_rbac():
+    out = render("dev", (("spark", "false"),))
+    assert not of_kind(out, "SparkApplication") and not of_kind(out, "Role")
+    assert not [p for p in of_kind(out, "NetworkPolicy") if p["metadata"]["name"] == "spark-jobs"]
+
+
+def test_driver_rbac_is_namespaced_and_minimal():
+    out = render("prod")
+    (role,) = of_kind(out, "Role")
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {
+        "pods", "services", "configmaps", "persistentvolumeclaims"}
+    assert not of_kind(out, "ClusterRole")
+
+
+def test_reconciler_reruns_only_when_its_inputs_change():
+    s = parse({})
+    text = (ROOT / "topics.yaml").read_text()
+    assert content_hash(text, s) == content_hash(text, s)
+    assert content_hash(text + "\n# new topic\n", s) != content_hash(text, s)
+    assert content_hash(text, parse({"reconcilerImage": "ghcr.io/hanzoai/hanzo-stream:0.2.0"})) \
+        != content_hash(text, s)
