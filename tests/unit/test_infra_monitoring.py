@@ -56,7 +56,8 @@ def test_every_project_rule_group_and_registry_thresholds_are_deployed():
 def test_registry_thresholds_win_over_a_stale_generated_file(tmp_path):
     (tmp_path / "monitoring" / "rules").mkdir(parents=True)
     stale = {"groups": [{"name": "hanzo-stream-consumer-lag", "rules": [
-        {"alert": "ConsumerLagWarning", "expr": 'kafka_consumer_group_lag{consumergroup="billing-agg"} > 5'}]},
+        {"alert": "ConsumerLagWarning",
+         "expr": 'kafka_consumer_group_lag{consumergroup="billing-agg"} > 5'}]},
         {"name": "kafka-brokers", "rules": [{"alert": "UnderReplicated",
                                              "expr": "kafka_under_replicated_partitions > 0"}]}]}
     (tmp_path / "monitoring" / "rules" / "alerts.yaml").write_text(yaml.safe_dump(stale))

@@ -175,7 +175,8 @@ def test_volumes_keep_data(stack, out):
     assert claim["spec"]["resources"]["requests"]["storage"] == size
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
         "whenDeleted": "Retain", "whenScaled": "Retain"}
-    mounts = {m["name"]: m["mountPath"] for m in sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    ctr = sts["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in ctr["volumeMounts"]}
     assert mounts["data"] == "/var/lib/kafka"
 
 
