@@ -1,0 +1,90 @@
+"""`hanzo-stream jobs ...`: list, show and run the consumer-group jobs.
+
+Mounted by hanzo_stream/cli.py as the `jobs` sub-command; also runnable on its own
+(`python -m hanzo_stream.jobs.cli run NAME`), which is what background starts use.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..connection import ConnectionError_
+from ..registry import RegistryInvalid, load_registry
+from .spec import SpecInvalid, list_specs, load_spec
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="The consumer-group jobs (PySpark): list, show, run.")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
+ConsumersOpt = Annotated[Path, typer.Option("--consumers", help="Directory of job specs.")]
+
+
+def _spec(name: str, registry: Path, consumers: Path):
+    try:
+        return load_spec(name, load_registry(registry), consumers)
+    except (SpecInvalid, RegistryInvalid) as e:
+        err.print(f"[red]error[/red] {e}")
+        raise typer.Exit(1) from None
+
+
+@app.command("list")
+def list_(consumers: ConsumersOpt = Path("consumers")) -> None:
+    """The jobs that have a spec in consumers/."""
+    for name in list_specs(consumers):
+        out.print(name)
+
+
+@app.command()
+def show(name: str, registry: RegistryOpt = Path("topics.yaml"),
+         consumers: ConsumersOpt = Path("consumers")) -> None:
+    """A job's spec with the registry's facts filled in."""
+    s = _spec(name, registry, consumers)
+    out.print(f"[bold]{s.name}[/bold]: {s.description}")
+    out.print(f"  principal   {s.principal}")
+    out.print(f"  reads       {', '.join(s.topics)}")
+    out.print(f"  entry point {s.job}")
+    out.print(f"  checkpoint  {s.checkpoint}")
+    out.print(f"  trigger     every {s.trigger_seconds:g}s (--once: available-now)")
+    out.print(f"  lag         SLA {s.lag_sla_seconds:g}s; alert at {s.group.lag.warning:,} / "
+              f"{s.group.lag.critical:,} messages (registry)")
+    for sink in s.sinks.values():
+        opts = ", ".join(f"{k}={v}" for k, v in sink.options.items())
+        out.print(f"  sink        {sink.name}: {sink.type}{' (' + opts + ')' if opts else ''}")
+
+
+@app.command()
+def run(
+    name: str,
+    once: Annotated[bool, typer.Option("--once", help="Process what is there now, then stop.")] = False,
+    registry: RegistryOpt = Path("topics.yaml"), consumers: ConsumersOpt = Path("consumers"),
+    master: Annotated[str | None, typer.Option(help="Spark master [env HANZO_STREAM_SPARK_MASTER, "
+                                                    "default local[2]].")] = None,
+) -> None:
+    """Run a job on local Spark as its registry principal (Ctrl-C stops it cleanly)."""
+    from .runner import run as run_job
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _spec(name, registry, consumers)  # fail fast, with the spec's own messages
+    try:
+        code = run_job(name, registry_path=registry, consumers_dir=consumers, once=once,
+                       master=master)
+    except ConnectionError_ as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    app(args=argv if argv is not None else sys.argv[1:], prog_name="hanzo-stream jobs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Make Spark's progress visible to Kafka: commit processed offsets to the registry group.
+
+Spark's Kafka source keeps offsets in its checkpoint and commits nothing, so lag tools see
+no group. After each micro-batch a StreamingQueryListener hands the batch's end offsets
+(exclusive: the next offset to read, which is what Kafka expects) to an OffsetCommitter,
+which commits them under the registry group with confluent-kafka. The group is never used
+to read (no kafka.group.id): it only carries the commits. A job made of several queries
+over the same topic commits, per partition, the smallest offset all of them have passed.
+
+The checkpoint stays the truth for restarts; the committed offsets may trail it by one
+batch after a crash, which only overstates lag until the next batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..connection import Connection
+
+log = logging.getLogger("hanzo_stream.jobs")
+
+TP = tuple[str, int]
+
+
+def parse_offsets(value: str | Mapping | None) -> dict[TP, int]:
+    """Spark's Kafka offset JSON ({"topic": {"0": 42}}) -> {(topic, 0): 42}."""
+    if value is None:
+        return {}
+    doc = json.loads(value) if isinstance(value, str) else value
+    return {(t, int(p)): int(o) for t, parts in doc.items() for p, o in parts.items()}
+
+
+def end_offsets(progress: Any) -> dict[TP, int]:
+    """End offsets of a query progress (listener event object or lastProgress dict).
+
+    A query that reads one topic through two branches reports it twice; take the minimum.
+    """
+    if progress is None:
+        return {}
+    sources = progress["sources"] if isinstance(progress, Mapping) else progress.sources
+    out: dict[TP, int] = {}
+    for s in sources:
+        end = s["endOffset"] if isinstance(s, Mapping) else s.endOffset
+        for tp, o in parse_offsets(end).items():
+            out[tp] = min(o, out.get(tp, o))
+    return out
+
+
+@dataclass
+class OffsetCommitter:
+    """Commits, per partition, the offset every query of the job has processed."""
+
+    group: str
+    conn: Connection | None
+    queries: set[str] = field(default_factory=set)
+    consumer: Any = None  # a confluent_kafka.Consumer; built lazily
+    _seen: dict[str, dict[TP, int]] = field(default_factory=dict)
+    _committed: dict[TP, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, query: str, offsets: Mapping[TP, int]) -> None:
+        with self._lock:
+            if not offsets:
+                return
+            seen = self._seen.setdefault(query, {})
+            for tp, o in offsets.items():
+                seen[tp] = max(o, seen.get(tp, o))
+
+    def pending(self) -> dict[TP, int]:
+        """Offsets ready to commit: all queries have reported, minimum across them."""
+        with self._lock:
+            if not self.queries or any(q not in self._seen for q in self.queries):
+                return {}
+            views = [self._seen[q] for q in self.queries]
+            tps = set.intersection(*(set(v) for v in views))
+            agreed = {tp: min(v[tp] for v in views) for tp in tps}
+            return {tp: o for tp, o in agreed.items() if self._committed.get(tp) != o}
+
+    def commit(self) -> dict[TP, int]:
+        todo = self.pending()
+        if not todo:
+            return {}
+        from confluent_kafka import TopicPartition
+
+        if self.consumer is None:
+            from confluent_kafka import Consumer
+
+            assert self.conn is not None
+            self.consumer = Consumer(self.conn.confluent() | {
+                "group.id": self.group, "enable.auto.commit": False, "log_level": 3})
+        self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())],
+                             asynchronous=False)
+        with self._lock:
+            self._committed.update(todo)
+        return todo
+
+    def record_and_commit(self, query: str, progress: Any) -> None:
+        """Listener entry point: never raises (a failed commit only delays lag visibility)."""
+        try:
+            self.record(query, end_offsets(progress))
+            done = self.commit()
+            if done:
+                log.debug("committed %d partition offsets for group %s", len(done), self.group)
+        except Exception as e:  # the next batch commits again
+            log.warning("could not commit offsets for group %s: %s", self.group, e)
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+
+
+def commit_listener(committer: OffsetCommitter, on_progress: Iterable = ()):
+    """A StreamingQueryListener (PySpark >= 3.4) feeding the committer.
+
+    on_progress: extra callables (progress dict) -> None, e.g. metrics writers; iterated at
+    every event, so hooks added after registration run too.
+    """
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    hooks = on_progress
+
+    class CommitListener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            p = event.progress
+            committer.record_and_commit(p.name, p)
+            for hook in hooks:
+                try:
+                    hook(json.loads(p.json))
+                except Exception as e:
+                    log.warning("progress hook failed: %s", e)
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    return CommitListener()
+
+
+@dataclass(frozen=True)
+class OffsetLogEntry:
+    """One file of a checkpoint's offsets/ log: what Spark decided before running a batch."""
+
+    watermark_ms: int
+    timestamp_ms: int
+    sources: tuple[dict[TP, int], ...]
+
+
+def parse_offset_log(text: str) -> OffsetLogEntry:
+    """Spark's offset log format: 'v1', a metadata JSON line, then one line per source."""
+    lines = text.strip().splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise ValueError("not a Spark offset log entry")
+    meta = json.loads(lines[1])
+    return OffsetLogEntry(
+        watermark_ms=int(meta.get("batchWatermarkMs", 0)),
+        timestamp_ms=int(meta.get("batchTimestampMs", 0)),
+        sources=tuple(parse_offsets(line) if line != "-" else {} for line in lines[2:]),
+    )
+
+
+def read_offset_log(spark, checkpoint: str, batch_id: int) -> OffsetLogEntry | None:
+    """The offset log entry of `batch_id`, through Hadoop's FileSystem (local, s3a, hdfs)."""
+    if batch_id < 0:
+        return None
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets/{batch_id}")
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return parse_offset_log(text)

@@ -1,0 +1,202 @@
+"""Run one consumer-group job: spec + registry -> Spark session -> the job's queries.
+
+The entry point in spark/<job>.py only builds queries from a JobContext; everything every
+job shares lives here: the principal's connection, the session with the connector jars,
+query names, checkpoints and triggers, the offset-committing listener, the final commit
+after `--once`, clean shutdown on SIGTERM, and per-batch metrics for the benchmark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..connection import Connection
+from ..registry import Registry, load_registry
+from .connect import job_connection
+from .kafka_out import KafkaOut
+from .offsets import OffsetCommitter, commit_listener, end_offsets
+from .spec import JobSpec, load_spec
+
+log = logging.getLogger("hanzo_stream.jobs")
+
+METRICS_ENV = "HANZO_STREAM_JOB_METRICS"  # a JSON-lines file for per-batch numbers (bench)
+
+
+@dataclass
+class Metrics:
+    """Append-only JSON lines, one per event; off unless a path is given."""
+
+    path: Path | None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def write(self, kind: str, **values: Any) -> None:
+        if self.path is None:
+            return
+        line = json.dumps({"kind": kind, "at": time.time(), **values}, default=str)
+        with self._lock, open(self.path, "a") as f:
+            f.write(line + "\n")
+
+
+@dataclass
+class JobContext:
+    """What a job's build() gets: the session, its spec, its principal, shared writers."""
+
+    spark: Any
+    spec: JobSpec
+    registry: Registry
+    conn: Connection
+    once: bool = False
+    metrics: Metrics = field(default_factory=lambda: Metrics(None))
+    progress_hooks: list[Callable[[dict], None]] = field(default_factory=list)
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+    _kafka_out: KafkaOut | None = None
+
+    @property
+    def stage(self) -> str:
+        """The dead-letter stage header value for this job."""
+        return f"job:{self.spec.name}"
+
+    def query_name(self, query: str) -> str:
+        return f"{self.spec.name}.{query}"
+
+    def kafka_options(self) -> dict[str, str]:
+        """Spark `kafka.*` options: the job's principal, TLS trust, nothing else."""
+        return {f"kafka.{k}": v for k, v in self.conn.java().items()}
+
+    @property
+    def kafka_out(self) -> KafkaOut:
+        if self._kafka_out is None:
+            self._kafka_out = KafkaOut(self.conn, client_id=f"hanzo-stream-{self.spec.name}")
+        return self._kafka_out
+
+    def on_close(self, fn: Callable[[], None]) -> None:
+        self._closers.append(fn)
+
+    def start(self, writer, query: str):
+        """Start a writer with this job's name, per-query checkpoint and trigger."""
+        writer = writer.queryName(self.query_name(query)).option(
+            "checkpointLocation", self.spec.checkpoint_for(query))
+        if self.once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{int(self.spec.trigger_seconds * 1000)} milliseconds")
+        return writer.start()
+
+    def close(self) -> None:
+        for fn in reversed(self._closers):
+            try:
+                fn()
+            except Exception as e:
+                log.warning("closing %s: %s", fn, e)
+        self._closers.clear()
+
+
+def load_job_module(path: Path) -> ModuleType:
+    """Import spark/<job>.py by path; its directory goes on sys.path for the shared module."""
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    mod_spec = importlib.util.spec_from_file_location(f"hanzo_stream_job_{path.stem}", path)
+    if mod_spec is None or mod_spec.loader is None:
+        raise ImportError(f"cannot load job module {path}")
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    if not hasattr(module, "build"):
+        raise ImportError(f"{path} has no build(ctx) function")
+    return module
+
+
+class _Stop:
+    """SIGTERM/SIGINT ask the queries to stop; handled between short waits on the JVM."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        log.warning("signal %s: stopping the job's queries", signum)
+        self.requested = True
+
+
+def run(name: str, *, registry_path: Path = Path("topics.yaml"),
+        consumers_dir: Path = Path("consumers"), home: Path | None = None, once: bool = False,
+        master: str | None = None, env: dict[str, str] | None = None) -> int:
+    """Run a job until it finishes (--once) or is stopped. Exit code: 0 ok, 1 a query failed."""
+    from .spark import build_session
+
+    env = dict(os.environ) if env is None else env
+    registry = load_registry(registry_path)
+    spec = load_spec(name, registry, consumers_dir, home)
+    conn = job_connection(spec.principal, env, spec.home)
+    spec.state_dir.mkdir(parents=True, exist_ok=True)
+    metrics = Metrics(Path(env[METRICS_ENV]) if env.get(METRICS_ENV) else None)
+
+    spark = build_session(spec, master)
+    committer = OffsetCommitter(spec.name, conn)
+    ctx = JobContext(spark, spec, registry, conn, once, metrics)
+    ctx.progress_hooks.append(lambda p: metrics.write("progress", progress=p))
+    spark.streams.addListener(commit_listener(committer, _hooks_view(ctx)))
+    stop = _Stop()
+    stop.install()
+    queries = []
+    try:
+        queries = load_job_module(spec.job).build(ctx)
+        committer.queries = {q.name for q in queries}
+        log.warning("job %s: %d quer%s started as %s (%s)", spec.name, len(queries),
+                    "y" if len(queries) == 1 else "ies", spec.principal,
+                    "available-now" if once else f"every {spec.trigger_seconds:g}s")
+        _wait(queries, stop)
+        failed = [q for q in queries if q.exception() is not None]
+        for q in failed:
+            log.error("query %s failed: %s", q.name, q.exception())
+        # The listener is asynchronous: commit the final progress here, synchronously.
+        for q in queries:
+            committer.record(q.name, end_offsets(q.lastProgress))
+        committer.commit()
+        return 1 if failed else 0
+    finally:
+        for q in queries:
+            with contextlib.suppress(Exception):
+                q.stop()
+        ctx.close()
+        committer.close()
+        spark.stop()
+
+
+class _hooks_view:
+    """Lets hooks added by build() after the listener was registered still run."""
+
+    def __init__(self, ctx: JobContext):
+        self.ctx = ctx
+
+    def __iter__(self):
+        return iter(self.ctx.progress_hooks)
+
+
+def _wait(queries: list, stop: _Stop) -> None:
+    while True:
+        active = [q for q in queries if q.isActive]
+        if not active or stop.requested:
+            break
+        if any(q.exception() is not None for q in queries):
+            break  # one failed: stop the rest, exit non-zero, let the supervisor restart
+        with contextlib.suppress(Exception):
+            active[0].awaitTermination(1)

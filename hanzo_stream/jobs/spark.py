@@ -1,0 +1,116 @@
+"""The Spark session a job runs in: connector jars from Maven Central, modest local defaults.
+
+Jars are fetched once into the cache (hanzo_stream.local.jars) and passed with spark.jars,
+so a job start never resolves dependencies (spark.jars.packages would, every time, and
+fails without a network). Only the four jars the connector needs are fetched: its Maven
+closure would add a second Hadoop, Scala and SLF4J next to PySpark's own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..local import jars
+from .spec import JobSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SPARK_VERSION = "3.5.7"  # the pinned pyspark; spark-sql-kafka must match it exactly
+SCALA = "2.12"
+KAFKA_CLIENTS = "3.4.1"  # what spark-sql-kafka 3.5.x is built against
+HADOOP = "3.3.4"  # PySpark 3.5's bundled Hadoop; hadoop-aws must match it
+AWS_SDK = "1.12.262"  # the SDK bundle hadoop-aws 3.3.4 was built against
+
+DEFAULT_MASTER = "local[2]"
+
+
+def connector_jars() -> list[Path]:
+    d = jars.fetch(f"spark-kafka-{SPARK_VERSION}", [
+        f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK_VERSION}",
+        f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA}:{SPARK_VERSION}",
+        f"org.apache.kafka:kafka-clients:{KAFKA_CLIENTS}",
+        "org.apache.commons:commons-pool2:2.11.1",
+    ], transitive=False)
+    return sorted(d.glob("*.jar"))
+
+
+def s3a_jars() -> list[Path]:
+    """hadoop-aws and its SDK bundle (~280 MB): fetched only when a job writes s3a:// paths."""
+    d = jars.fetch(f"hadoop-aws-{HADOOP}", [
+        f"org.apache.hadoop:hadoop-aws:{HADOOP}",
+        f"com.amazonaws:aws-java-sdk-bundle:{AWS_SDK}",
+    ], transitive=False)
+    return sorted(d.glob("*.jar"))
+
+
+def uses_s3a(spec: JobSpec) -> bool:
+    paths = [spec.checkpoint, *(str(s.get("path", "")) for s in spec.sinks.values())]
+    return any(p.startswith("s3a://") for p in paths)
+
+
+def s3a_conf(endpoint: str | None, path_style: bool = True) -> dict[str, str]:
+    """Hadoop S3A settings for an S3-compatible store (Hanzo Storage/MinIO) at `endpoint`.
+
+    Credentials are not configuration: the default provider chain reads AWS_ACCESS_KEY_ID
+    and AWS_SECRET_ACCESS_KEY (or the pod's web identity) at run time.
+    """
+    conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.path.style.access": str(path_style).lower()}
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
+    return conf
+
+
+def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] | None = None,
+                 submitted: bool = False) -> dict[str, str]:
+    """Every Spark setting of a job's session, as data (unit-tested without a JVM).
+
+    submitted: spark-submit already chose the master, memory and --jars; leave them alone.
+    """
+    env = dict(os.environ) if env is None else env
+    jar_list = [] if submitted else connector_jars()
+    conf = {
+        "spark.app.name": f"hanzo-stream-{spec.name}",
+        "spark.sql.shuffle.partitions": "4",  # also the state store's partition count: fixed per checkpoint
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "2g",
+        "spark.driver.maxResultSize": "1g",
+        # Offsets through the AdminClient: the driver never joins a consumer group, so the
+        # registry's ACLs suffice (the deprecated consumer path would need a group ACL).
+        "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    archive = spec.sinks.get("archive")
+    if uses_s3a(spec):
+        jar_list += [] if submitted else s3a_jars()
+        s3 = (archive.get("s3", {}) if archive else {}) or {}
+        conf |= s3a_conf(env.get("HANZO_STREAM_S3_ENDPOINT") or s3.get("endpoint"),
+                         bool(s3.get("path_style_access", True)))
+    if not submitted:
+        conf["spark.master"] = master or env.get("HANZO_STREAM_SPARK_MASTER") or DEFAULT_MASTER
+        conf["spark.jars"] = ",".join(str(j) for j in jar_list)
+    else:
+        del conf["spark.driver.memory"]
+    conf |= spec.spark_conf
+    return conf
+
+
+def build_session(spec: JobSpec, master: str | None = None) -> SparkSession:
+    """A session for this job; under spark-submit the submitted master and jars win."""
+    from pyspark.sql import SparkSession
+
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM for us
+    builder = SparkSession.builder
+    for key, value in session_conf(spec, master, submitted=submitted).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("HANZO_STREAM_SPARK_LOG_LEVEL", "WARN"))
+    return spark

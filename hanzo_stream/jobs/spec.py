@@ -1,0 +1,201 @@
+"""consumers/<group>.yaml: how one consumer-group job runs, checked against the registry.
+
+The registry stays the one source of group facts (principal, topics, lag thresholds): a spec
+names its group and adds only what the registry cannot know (entry point, sinks, checkpoint,
+trigger, time-based lag SLA). Loading resolves relative paths against the state directory
+and refuses specs whose outputs the group's principal may not write.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..registry import Group, Registry, parse_retention
+from ..registry.model import WILDCARD
+
+SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter"}
+TOP_KEYS = {"group", "job", "description", "checkpoint", "trigger", "max_offsets_per_trigger",
+            "lag_sla", "window", "watermark", "sinks", "spark_conf"}
+REQUIRED = ("group", "job", "checkpoint", "sinks")
+
+
+class SpecInvalid(Exception):
+    """Every problem of a spec at once, each naming the file, field and fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True)
+class Sink:
+    name: str
+    type: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.options.get(key)
+        return default if value is None else value
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A consumer-group job: registry facts plus the spec's run settings, paths resolved."""
+
+    name: str
+    group: Group
+    job: Path  # the PySpark entry point (spark/<name>.py)
+    checkpoint: str  # absolute local path or a Hadoop URL (s3a://, hdfs://)
+    home: Path  # state directory the relative paths were resolved against
+    sinks: dict[str, Sink]
+    description: str = ""
+    trigger_seconds: float = 1.0
+    max_offsets_per_trigger: int | None = None
+    lag_sla_seconds: float = 300.0
+    window_seconds: int | None = None
+    watermark_seconds: int | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    source_file: str = ""
+
+    @property
+    def principal(self) -> str:
+        return self.group.principal
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return self.group.topics
+
+    @property
+    def state_dir(self) -> Path:
+        """Where this job keeps local state besides the checkpoint (logs, metrics, pid)."""
+        return self.home / "jobs" / self.name
+
+    def checkpoint_for(self, query: str) -> str:
+        """One checkpoint per query: a job with two queries keeps them apart."""
+        return f"{self.checkpoint.rstrip('/')}/{query}"
+
+    def sink(self, name: str) -> Sink:
+        try:
+            return self.sinks[name]
+        except KeyError:
+            raise SpecInvalid([f"{self.source_file}: sinks.{name}: missing; the job "
+                               f"{self.job.name} needs it (see docs/jobs.md)"]) from None
+
+    def resolve(self, value: str) -> str:
+        return resolve_path(value, self.home)
+
+
+def resolve_path(value: str, home: Path) -> str:
+    """Relative paths live under the state directory; URLs and absolute paths stay as they are."""
+    if "://" in value or os.path.isabs(value):
+        return value
+    return str((home / value).resolve())
+
+
+def seconds(value: str | int | float) -> float:
+    """'500ms', '10s', '15m', '1h', '2d' -> seconds; numbers are seconds already."""
+    if isinstance(value, int | float):
+        return float(value)
+    return parse_retention(str(value)) / 1000.0
+
+
+def list_specs(consumers_dir: Path) -> list[str]:
+    return sorted(p.stem for p in Path(consumers_dir).glob("*.yaml"))
+
+
+def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consumers"),
+              home: Path | None = None) -> JobSpec:
+    """Read consumers/<name>.yaml and check it against the registry; raise SpecInvalid."""
+    from ..local.paths import state_dir
+
+    home = (home or state_dir()).resolve()
+    path = Path(consumers_dir) / f"{name}.yaml"
+    file = str(path)
+    if not path.exists():
+        known = ", ".join(list_specs(consumers_dir)) or "none"
+        raise SpecInvalid([f"{file}: no such job spec; known jobs: {known}"])
+    doc = yaml.safe_load(path.read_text()) or {}
+    problems = _check_shape(doc, file)
+    if problems:
+        raise SpecInvalid(problems)
+
+    group = next((g for g in registry.groups if g.name == doc["group"]), None)
+    if group is None:
+        raise SpecInvalid([f"{file}: group: {doc['group']!r} is not a group in {registry.path}; "
+                           "add it to topics.yaml groups first"])
+    if doc["group"] != name:
+        problems.append(f"{file}: group: the file must be named after its group "
+                        f"({doc['group']}.yaml)")
+    job = (Path(consumers_dir).resolve().parent / doc["job"]).resolve()
+    if not job.exists():
+        problems.append(f"{file}: job: {doc['job']} does not exist (relative to the repository root)")
+    sinks = {k: Sink(k, v["type"], {kk: vv for kk, vv in v.items() if kk != "type"})
+             for k, v in doc["sinks"].items()}
+    problems += _check_sinks(sinks, group, registry, file)
+    try:
+        spec = JobSpec(
+            name=name, group=group, job=job, checkpoint=resolve_path(doc["checkpoint"], home),
+            home=home, sinks=sinks, description=doc.get("description", ""),
+            trigger_seconds=seconds(doc.get("trigger", "1s")),
+            max_offsets_per_trigger=doc.get("max_offsets_per_trigger"),
+            lag_sla_seconds=seconds(doc.get("lag_sla", "5m")),
+            window_seconds=int(seconds(doc["window"])) if "window" in doc else None,
+            watermark_seconds=int(seconds(doc["watermark"])) if "watermark" in doc else None,
+            spark_conf={k: str(v) for k, v in (doc.get("spark_conf") or {}).items()},
+            source_file=file,
+        )
+    except ValueError as e:
+        problems.append(f"{file}: {e}; durations look like 500ms, 10s, 15m, 1h")
+        spec = None
+    if problems:
+        raise SpecInvalid(problems)
+    assert spec is not None
+    return spec
+
+
+def _check_shape(doc: Any, file: str) -> list[str]:
+    if not isinstance(doc, dict):
+        return [f"{file}: the spec must be a YAML mapping"]
+    problems = [f"{file}: {k}: unknown key; allowed: {', '.join(sorted(TOP_KEYS))}"
+                for k in doc if k not in TOP_KEYS]
+    problems += [f"{file}: {k}: required" for k in REQUIRED if k not in doc]
+    sinks = doc.get("sinks")
+    if "sinks" in doc and not (isinstance(sinks, dict) and sinks):
+        problems.append(f"{file}: sinks: must map sink names to {{type: ...}}")
+    elif isinstance(sinks, dict):
+        for k, v in sinks.items():
+            if not isinstance(v, dict) or v.get("type") not in SINK_TYPES:
+                problems.append(f"{file}: sinks.{k}.type: use one of {', '.join(sorted(SINK_TYPES))}")
+    mopt = doc.get("max_offsets_per_trigger")
+    if mopt is not None and (not isinstance(mopt, int) or mopt <= 0):
+        problems.append(f"{file}: max_offsets_per_trigger: a positive integer")
+    return problems
+
+
+def _check_sinks(sinks: dict[str, Sink], group: Group, registry: Registry, file: str) -> list[str]:
+    """Least privilege is the registry's: a job may only write where its principal may."""
+    problems = []
+    topics = {t.name: t for t in registry.topics}
+    for s in sinks.values():
+        if s.type == "kafka":
+            topic = topics.get(s.get("topic", ""))
+            if topic is None:
+                problems.append(f"{file}: sinks.{s.name}.topic: {s.get('topic')!r} is not a "
+                                "registry topic")
+            elif group.principal not in topic.producers and WILDCARD not in topic.producers:
+                problems.append(f"{file}: sinks.{s.name}.topic: principal {group.principal} is not "
+                                f"a producer of {topic.name}; add it to the topic's producers in "
+                                "topics.yaml")
+        if s.type == "dead_letter":
+            from ..dead_letter import TOPIC
+
+            dl = topics.get(TOPIC)
+            if dl is None or (WILDCARD not in dl.producers and group.principal not in dl.producers):
+                problems.append(f"{file}: sinks.{s.name}: the registry does not let "
+                                f"{group.principal} write {TOPIC}")
+    return problems

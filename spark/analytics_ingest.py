@@ -1,0 +1,132 @@
+"""analytics-ingest: events_plugin_ingestion -> ClickHouse `events`, invalid -> dead_letter.
+
+One query. Each micro-batch is validated in the JVM, collected to the driver as Arrow
+(one copy, no per-row Python), inserted into ClickHouse in one block whose deduplication
+token names the batch's Kafka offsets, and its invalid records are dead-lettered. Spark
+commits the batch only after both succeed; a replay is absorbed by the token (and by the
+ReplacingMergeTree key for producer retries). See hanzo_stream/jobs/clickhouse.py.
+
+Local: hanzo-stream jobs run analytics-ingest [--once]
+Cluster: spark-submit --jars <connector jars> --py-files hanzo_stream.zip,spark/jobkit.py \
+         spark/analytics_ingest.py
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import jobkit
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from hanzo_stream.jobs.clickhouse import insert_token, open_sink
+from hanzo_stream.jobs.runner import JobContext
+
+EVENT = "insights.event.captured"
+DATA = T.StructType([
+    T.StructField("event", jobkit.S), T.StructField("distinct_id", jobkit.S),
+    T.StructField("properties", jobkit.S),  # an object, kept as its JSON text
+    T.StructField("session_id", jobkit.S), T.StructField("url", jobkit.S),
+])
+CONTRACT = jobkit.EventContract(
+    event_types=(EVENT,), data=DATA, required_envelope=("team_id",),
+    data_checks=(
+        *jobkit.required_strings(["event", "distinct_id"], EVENT),
+        # Spark hands an object back as its JSON text; anything else is not an object.
+        jobkit.Check(F.col("e.data.properties").isNotNull()
+                     & ~F.col("e.data.properties").startswith("{"), "schema.type",
+                     "`data.properties` must be a JSON object of event properties"),
+    ),
+)
+EVENT_COLUMNS = ["id", "team_id", "org_id", "event", "distinct_id", "timestamp", "properties",
+                 "session_id", "url", "source", "_partition", "_offset", "_kafka_timestamp"]
+
+
+def _rows(checked):
+    """Event columns for valid rows, raw bytes only for invalid ones (keeps Arrow small)."""
+    ok = F.col("error_class").isNull()
+
+    def when_ok(c):
+        return F.when(ok, c)
+
+    return checked.select(
+        when_ok(F.col("e.id")).alias("id"), when_ok(F.col("e.team_id")).alias("team_id"),
+        when_ok(F.col("e.org_id")).alias("org_id"), when_ok(F.col("e.data.event")).alias("event"),
+        when_ok(F.col("e.data.distinct_id")).alias("distinct_id"),
+        when_ok(F.col("event_time")).alias("timestamp"),
+        when_ok(F.coalesce(F.col("e.data.properties"), F.lit("{}"))).alias("properties"),
+        when_ok(F.col("e.data.session_id")).alias("session_id"),
+        when_ok(F.col("e.data.url")).alias("url"), when_ok(F.col("e.source")).alias("source"),
+        F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
+        F.col("kafka_timestamp").alias("_kafka_timestamp"),
+        "topic", F.when(~ok, F.col("key")).alias("key"), F.when(~ok, F.col("value")).alias("value"),
+        "error_class", "error_message",
+    )
+
+
+def build(ctx: JobContext) -> list:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    (topic,) = ctx.spec.topics
+    sink_spec = ctx.spec.sink("events")
+    sink = open_sink(os.environ.get("HANZO_STREAM_CLICKHOUSE_URL") or sink_spec.get("url"),
+                     ctx.spec.resolve(sink_spec.get("chdb_path", f"jobs/{ctx.spec.name}/chdb")),
+                     sink_spec.get("table", "events"))
+    ctx.on_close(sink.close)
+    rows = _rows(jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), CONTRACT), CONTRACT))
+
+    def batch(df, batch_id: int) -> None:
+        t0 = time.time()
+        arrow = df._collect_as_arrow()
+        t1 = time.time()
+        if not arrow:
+            return
+        table = pa.Table.from_batches(arrow)
+        bad = pc.is_valid(table["error_class"])
+        valid = table.filter(pc.invert(bad)).select(EVENT_COLUMNS)
+        invalid = table.filter(bad)
+        if valid.num_rows:
+            sink.write(valid, insert_token(ctx.spec.name, _ranges(table)))
+        t2 = time.time()
+        if invalid.num_rows:
+            failed_at = jobkit.batch_time(ctx, "ingest", batch_id)
+            ctx.kafka_out.dead_letter(jobkit.rejected(invalid.to_pylist(), CONTRACT.schema_id,
+                                                      "_partition", "_offset"),
+                                      ctx.stage, failed_at)
+            ctx.kafka_out.flush_or_raise()
+        done = time.time()
+        if ctx.metrics.path is not None:
+            lat = pc.subtract(pa.scalar(int(done * 1000), pa.int64()),
+                              pc.cast(pc.cast(valid["_kafka_timestamp"], pa.timestamp("ms", "UTC")),
+                                      pa.int64())).to_numpy(zero_copy_only=False)
+            ctx.metrics.write("batch", batch=batch_id, rows=table.num_rows,
+                              valid=valid.num_rows, invalid=invalid.num_rows,
+                              collect_s=t1 - t0, insert_s=t2 - t1, dead_letter_s=done - t2,
+                              latency_ms=_histogram(lat))
+
+    return [ctx.start(rows.writeStream.foreachBatch(batch), "ingest")]
+
+
+def _ranges(table) -> dict[int, tuple[int, int]]:
+    g = table.group_by("_partition").aggregate([("_offset", "min"), ("_offset", "max")])
+    return {int(p): (int(lo), int(hi)) for p, lo, hi in
+            zip(g["_partition"].to_pylist(), g["_offset_min"].to_pylist(),
+                g["_offset_max"].to_pylist(), strict=True)}
+
+
+def _histogram(latencies_ms) -> dict[int, int]:
+    """Counts per 10 ms bucket: merged across batches, exact enough for p50/p99."""
+    import numpy as np
+
+    buckets, counts = np.unique(np.asarray(latencies_ms) // 10 * 10, return_counts=True)
+    return {int(b): int(c) for b, c in zip(buckets, counts, strict=True)}
+
+
+if __name__ == "__main__":  # spark-submit spark/analytics_ingest.py [--once]
+    import sys
+
+    from hanzo_stream.jobs.cli import main
+
+    main(["run", "analytics-ingest", *sys.argv[1:]])
