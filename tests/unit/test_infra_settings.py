@@ -1,0 +1,78 @@
+"""Stack settings: the table, the stack files and the deploy guide agree."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from hanzo_stream import versions
+from infra.render import stack_config
+from infra.settings import SETTINGS, SettingsError, parse
+
+from .infra_helpers import ROOT
+
+
+def test_project_file_points_at_the_program():
+    doc = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert doc["name"] == "hanzo-stream"
+    assert doc["runtime"]["name"] == "python"
+    assert doc["main"].rstrip("/") == "infra"
+    assert (ROOT / "infra" / "__main__.py").exists()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stack_files_use_only_known_settings(stack):
+    s = parse(stack_config(stack)[0])
+    assert s.environment == stack
+    assert s.brokers == {"dev": 1, "prod": 3}[stack]
+
+
+def test_every_setting_is_documented_with_its_default():
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    for setting in SETTINGS:
+        row = next((line for line in guide.splitlines() if line.startswith(f"| `{setting.key}`")),
+                   None)
+        assert row, f"docs/deploy.md has no row for {setting.key}"
+        default = setting.default if isinstance(setting.default, str) else json.dumps(
+            setting.default)
+        if default:
+            assert f"`{default}`" in row, (setting.key, default)
+
+
+def test_defaults_follow_the_issue():
+    s = parse({})
+    assert (s.brokers, s.storageSize, s.cpuRequest, s.memoryRequest, s.cpuLimit,
+            s.memoryLimit) == (1, "50Gi", "500m", "1Gi", "1000m", "2Gi")
+    assert s.broker_image == versions.BITNAMI_IMAGE == "docker.io/bitnamilegacy/kafka:3.7.2"
+    assert parse({"imageFlavor": "apache"}).broker_image == versions.APACHE_IMAGE
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"brokers": "2"}, "brokers must be 1 or at least 3"),
+    ({"brokers": "three"}, "not a valid int"),
+    ({"brokers": "true"}, "expected int"),
+    ({"imageFlavor": "confluent"}, "imageFlavor"),
+    ({"tlsMode": "cert-manager"}, "certManagerIssuer"),
+    ({"imageDigest": "abc"}, "sha256"),
+    ({"environment": "staging"}, "dev or prod"),
+    ({"hanzo-stream:nope": "1"}, "unknown setting"),
+])
+def test_bad_settings_are_refused(raw, message):
+    with pytest.raises(SettingsError, match=message):
+        parse(raw)
+
+
+def test_values_arrive_as_pulumi_strings():
+    s = parse({"hanzo-stream:brokers": "3", "createNamespace": "false",
+               "clientNamespaces": '["a", "b"]', "brokerConfigOverrides": '{"x.y": "1"}'})
+    assert (s.brokers, s.createNamespace, s.clientNamespaces, s.brokerConfigOverrides) == (
+        3, False, ["a", "b"], {"x.y": "1"})
+
+
+def test_secret_settings_are_never_parsed_into_plain_values():
+    s = parse({"s3SecretKey": "hunter2"})
+    assert "s3SecretKey" not in s.values
+    assert not re.search("hunter2", json.dumps(s.values))
