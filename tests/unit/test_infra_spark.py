@@ -92,3 +92,9 @@ def test_reconciler_reruns_only_when_its_inputs_change():
     assert content_hash(text + "\n# new topic\n", s) != content_hash(text, s)
     assert content_hash(text, parse({"reconcilerImage": "ghcr.io/hanzoai/hanzo-stream:0.2.0"})) \
         != content_hash(text, s)
+
+
+def test_images_doc_bakes_exactly_the_jars_the_applications_list():
+    doc = (ROOT / "docs" / "images.md").read_text()
+    for jar in spark.connector_jars("3.5.3"):
+        assert f"/{jar}" in doc, jar
