@@ -87,6 +87,8 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # UTC-adjusted INT64 timestamps: non-Spark Parquet readers get real instants, not INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     }
     archive = spec.sinks.get("archive")
     if uses_s3a(spec):
@@ -97,6 +99,8 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
     if not submitted:
         conf["spark.master"] = master or env.get("HANZO_STREAM_SPARK_MASTER") or DEFAULT_MASTER
         conf["spark.jars"] = ",".join(str(j) for j in jar_list)
+        if conf["spark.master"].startswith("local"):  # nothing of a local job listens off-host
+            conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
     else:
         del conf["spark.driver.memory"]
     conf |= spec.spark_conf
