@@ -3,9 +3,10 @@
 - client port 9093 (brokers) and 8081 (schema registry): from the client namespaces;
 - inter-broker 9094 and controller 9095: only from broker pods;
 - metrics ports: only from the monitoring namespace;
-- Spark drivers and executors: only from pods of the same application.
+- Spark drivers and executors: only from the platform's Spark pods.
 The default deny selects pods by `app.kubernetes.io/part-of: hanzo-stream`, so it never
-touches other workloads that share the namespace.
+touches other workloads that share the namespace. Egress is not restricted: clients
+outside the cluster (S3, ClickHouse, Maven Central for the JMX agent) vary per site.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from .infra_helpers import ROOT
 def test_project_file_points_at_the_program():
     doc = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     assert doc["name"] == "hanzo-stream"
-    assert doc["runtime"]["name"] == "python"
+    runtime = doc["runtime"]
+    assert (runtime if isinstance(runtime, str) else runtime["name"]) == "python"
     assert doc["main"].rstrip("/") == "infra"
     assert (ROOT / "infra" / "__main__.py").exists()
 
