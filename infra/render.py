@@ -65,7 +65,8 @@ def _pem(kind: str) -> str:
 
 
 def render(stack: str, extra: dict[str, str] | None = None,
-           extra_secrets: dict[str, str] | None = None, root: Path = ROOT) -> dict:
+           extra_secrets: dict[str, str] | None = None, root: Path = ROOT,
+           via_main: bool = False) -> dict:
     config, secret_keys = stack_config(stack, root)
     for k, v in (extra or {}).items():
         config[f"hanzo-stream:{k}"] = v
@@ -130,10 +131,17 @@ def render(stack: str, extra: dict[str, str] | None = None,
     from pulumi.runtime.config import set_all_config
 
     set_all_config(config, secret_keys)  # what the language host does before the program
-    sys.path.insert(0, str(root))
-    from infra.program import main
+    if via_main:  # exactly what the language host runs: infra/ as a program directory
+        import runpy
 
-    _sync_await(run_pulumi_func(lambda: main(root)))
+        sys.path.insert(0, str(root / "infra"))
+        program = lambda: runpy.run_path(str(root / "infra"), run_name="__main__")  # noqa: E731
+    else:
+        sys.path.insert(0, str(root))
+        from infra.program import main
+
+        program = lambda: main(root)  # noqa: E731
+    _sync_await(run_pulumi_func(program))
     outputs = {}
     for name, value in get_root_resource().outputs.items():
         out = pulumi.Output.from_input(value)
@@ -149,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--secret", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--via-main", action="store_true", help="run infra/__main__.py as Pulumi does")
     a = ap.parse_args(argv)
     pairs = lambda xs: dict(x.split("=", 1) for x in xs)  # noqa: E731
-    result = render(a.stack, pairs(a.set), pairs(a.secret))
+    result = render(a.stack, pairs(a.set), pairs(a.secret), via_main=a.via_main)
     text = json.dumps(result, indent=1, sort_keys=True, default=str)
     if a.out:
         a.out.write_text(text)

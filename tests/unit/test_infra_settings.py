@@ -77,3 +77,24 @@ def test_secret_settings_are_never_parsed_into_plain_values():
     s = parse({"s3SecretKey": "hunter2"})
     assert "s3SecretKey" not in s.values
     assert not re.search("hunter2", json.dumps(s.values))
+
+
+def test_the_program_directory_runs_as_pulumi_runs_it():
+    """Pulumi executes infra/ as a program directory (its __main__.py, infra/ first on
+    sys.path); that path registers the same resources as the rendered stack."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from .infra_helpers import render
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "r.json"
+        proc = subprocess.run([sys.executable, "-m", "infra.render", "dev", "--via-main",
+                               "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        via_main = json.loads(out.read_text())
+    names = sorted((r["type"], r["name"]) for r in via_main["resources"])
+    assert names == sorted((r["type"], r["name"]) for r in render("dev")["resources"])
