@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -32,6 +32,7 @@ class Daemon:
     port: int | None = None
     url: str | None = None
     extra: dict = field(default_factory=dict)
+    _proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     @property
     def state_file(self) -> Path:
@@ -55,12 +56,16 @@ class Daemon:
 
     def save(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        data = {k: v for k, v in asdict(self).items() if k in ("pid", "port", "url", "extra")}
+        data = {"pid": self.pid, "port": self.port, "url": self.url, "extra": self.extra}
         self.state_file.write_text(json.dumps(data, indent=2))
 
     def alive(self) -> bool:
         if not self.pid:
             return False
+        if self._proc is not None and self._proc.pid == self.pid:
+            # Our own child: ask the kernel directly. (Just after exec, /proc/<pid>/cmdline
+            # can still read empty while the new image sets up its arguments.)
+            return self._proc.poll() is None
         try:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
@@ -76,7 +81,7 @@ class Daemon:
             proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=dict(env) if env else None,
                                     start_new_session=True)
-        self.pid = proc.pid
+        self.pid, self._proc = proc.pid, proc
         self.save()
 
     def wait_http(self, url: str, timeout: float) -> None:
