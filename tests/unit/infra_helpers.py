@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ class RenderFailed(RuntimeError):
     pass
 
 
-@lru_cache(maxsize=None)
+@cache
 def render(stack: str, sets: tuple[tuple[str, str], ...] = (),
            secrets: tuple[tuple[str, str], ...] = ()) -> dict:
     with tempfile.TemporaryDirectory() as d:
