@@ -120,3 +120,17 @@ def test_operator_resources_can_be_turned_off():
 def test_monitoring_sources_are_reported():
     sources = render("dev")["outputs"]["monitoringSources"]["value"]
     assert any(Path(s).name.startswith("jmx") for s in sources)
+
+
+def test_pinned_agent_checksum_matches_the_jar_the_project_uses():
+    """The init container refuses a jar whose SHA-256 differs; the pin must follow
+    versions.JMX_EXPORTER_VERSION (the local platform fetches the same artifact)."""
+    import hashlib
+
+    from hanzo_stream import versions
+    from hanzo_stream.local import jars
+    from infra.settings import JMX_AGENT_SHA256, JMX_AGENT_URL
+
+    jar = jars.jmx_exporter_agent()  # from the cache .ci/install fills (Maven Central)
+    assert hashlib.sha256(jar.read_bytes()).hexdigest() == JMX_AGENT_SHA256
+    assert JMX_AGENT_URL.endswith(f"/{versions.JMX_EXPORTER_VERSION}/{jar.name}")
