@@ -21,7 +21,7 @@ from typing import TypeVar
 import pytest
 
 from hanzo_stream import dead_letter
-from hanzo_stream.connection import Connection
+from hanzo_stream.connection import ENV, Connection
 from hanzo_stream.local import credentials, jars, kafka, kafka_exporter, prometheus
 from hanzo_stream.monitoring import JMX_RULES_FILE, dashboards, rule_files
 
@@ -297,3 +297,118 @@ def test_a_stopped_exporter_shows_as_down(stack: Stack) -> None:
         assert kafka_exporter.start(stack.home / "exporter", stack.admin) == stack.exporter_url
     wait_for(lambda: [r for r in exporter_up() if float(r["value"][1]) == 1], 30,
              "the restarted exporter scraped again on the same port")
+
+
+# ---------------------------------------------------------------- runbook commands, for real
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+
+
+def runbook_block(doc: str, block_id: str) -> str:
+    text = (RUNBOOKS / doc).read_text()
+    m = re.search(rf"```\w+ id={re.escape(block_id)}\n(.*?)```", text, re.S)
+    assert m, f"{doc} has no block id={block_id}"
+    return m.group(1)
+
+
+def run_runbook(stack: Stack, tmp_path: Path, doc: str, block_ids: list[str], **env: str) -> str:
+    """Run the doc's setup block then the given blocks in one bash, as admin; returns stdout."""
+    import os
+    import subprocess
+    import sys
+
+    script = "set -euo pipefail\n" + runbook_block(doc, "setup") + "".join(
+        runbook_block(doc, b) for b in block_ids)
+    full_env = {**os.environ,
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+                "CFG": str(tmp_path / "client.properties"),
+                "KCAT_CFG": str(tmp_path / "kcat.properties"),
+                **{var: str(getattr(stack.admin, f)) for f, var in ENV.items()
+                   if getattr(stack.admin, f) is not None},
+                **env}
+    res = subprocess.run(["bash", "-c", script], env=full_env, capture_output=True, text=True,
+                         timeout=180, cwd=tmp_path)
+    assert res.returncode == 0, f"runbook {doc} {block_ids} failed:\n{res.stdout}\n{res.stderr}"
+    return res.stdout
+
+
+def test_consumer_lag_runbook_describe_and_replay_a_window(stack: Stack, tmp_path: Path) -> None:
+    wait_for(lambda: _group_lag(stack) == 0, 60, "a caught-up group before the runbook")
+    out = run_runbook(stack, tmp_path, "consumer-lag.md", ["describe"], GROUP=GROUP, TOPIC=TOPIC)
+    rows = [line.split() for line in out.splitlines() if line.startswith(GROUP)]
+    described = {r[2]: r for r in rows if r[1] == TOPIC}
+    assert set(described) == {"0", "1", "2"}, out
+    assert all(r[5] == "0" for r in described.values()), f"LAG column not 0:\n{out}"
+    assert (tmp_path / "client.properties").stat().st_mode & 0o077 == 0
+
+    total = sum(int(r[4]) for r in described.values())  # LOG-END-OFFSET
+    dry = run_runbook(stack, tmp_path, "consumer-lag.md", ["reset-dry-run"], GROUP=GROUP, TOPIC=TOPIC,
+                      FROM="2020-01-01T00:00:00.000")
+    assert wait_for(lambda: _group_lag(stack) == 0, 10, "a dry run changing nothing")
+    assert {line.split()[2]: line.split()[3] for line in dry.splitlines()
+            if line.startswith(GROUP)} == {"0": "0", "1": "0", "2": "0"}, dry
+
+    run_runbook(stack, tmp_path, "consumer-lag.md", ["reset-execute"], GROUP=GROUP, TOPIC=TOPIC,
+                FROM="2020-01-01T00:00:00.000")
+    wait_for(lambda: _group_lag(stack) == total, 60, f"lag == {total} after the reset (replay window)")
+    assert consume_all(stack.admin, GROUP, TOPIC) == total
+    wait_for(lambda: _group_lag(stack) == 0, 60, "lag drained after replaying")
+
+
+def test_dead_letter_runbook_inspect_and_replay(stack: Stack, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from hanzo_stream.dead_letter import H_ERROR_CLASS, H_ORIGINAL_KEY, H_SOURCE_TOPIC
+
+    p = Producer(stack.admin.confluent())
+    first_and_end = []
+    for i, (source, error) in enumerate([(TOPIC, "schema.required"), ("other_topic", "json.malformed")]):
+        p.produce(dead_letter.TOPIC, key=source.encode(), value=f'{{"bad": {i}}}'.encode(),
+                  headers=[(H_SOURCE_TOPIC, source.encode()), (H_ERROR_CLASS, error.encode()),
+                           (H_ORIGINAL_KEY, f"team-{i}".encode())],
+                  on_delivery=lambda err, m: first_and_end.append(m.offset()))
+    assert p.flush(30) == 0
+    first, end = min(first_and_end), max(first_and_end) + 1
+
+    out = run_runbook(stack, tmp_path, "dead-letters.md", ["inspect"])
+    assert f"{H_SOURCE_TOPIC}={TOPIC}" in out and f"{H_ERROR_CLASS}=schema.required" in out
+    assert re.search(rf"\b1\s+{H_SOURCE_TOPIC}={TOPIC}\s+{H_ERROR_CLASS}=schema.required", out), out
+    one = run_runbook(stack, tmp_path, "dead-letters.md", ["show-one"], OFFSET=str(first))
+    assert '{"bad": 0}' in one
+
+    c = Consumer(stack.admin.confluent() | {"group.id": "runbook-check"})
+
+    def ends() -> dict[int, int]:
+        return {q: c.get_watermark_offsets(TopicPartition(TOPIC, q), timeout=10)[1] for q in range(3)}
+
+    ends_before = ends()
+    replay = runbook_block("dead-letters.md", "replay")
+    (tmp_path / "replay.py").write_text(replay)
+    env = {"FROM_OFFSET": str(first), "TO_OFFSET": str(end), "SOURCE_TOPIC": TOPIC}
+    dry = _python(stack, tmp_path / "replay.py", env)
+    assert "would replay 1, skipped 1" in dry
+    assert ends() == ends_before  # a dry run writes nothing
+    done = _python(stack, tmp_path / "replay.py", env | {"DRY_RUN": "0"})
+    assert "replayed 1, skipped 1" in done
+    after = ends()
+    grown = [q for q in range(3) if after[q] != ends_before[q]]
+    assert len(grown) == 1
+    c.assign([TopicPartition(TOPIC, grown[0], ends_before[grown[0]])])
+    m = c.poll(15)
+    c.close()
+    assert m is not None and not m.error()
+    assert m.value() == b'{"bad": 0}' and m.key() == b"team-0"
+    assert dict(m.headers())["hs.replayed.from"] == f"dead_letter@{first}".encode()
+
+
+def _python(stack: Stack, script: Path, env: dict[str, str]) -> str:
+    import os
+    import subprocess
+    import sys
+
+    full = {**os.environ, **{var: str(getattr(stack.admin, f)) for f, var in ENV.items()
+                             if getattr(stack.admin, f) is not None}, **env}
+    res = subprocess.run([sys.executable, str(script)], env=full, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
