@@ -1,0 +1,469 @@
+"""The three consumer-group jobs on local Spark against the real SASL_SSL broker with ACLs.
+
+Each job runs as its own registry principal (SCRAM), with exactly the ACLs the registry
+derives (hip_cluster applies topics.yaml): no extra grant for Spark's generated group ids.
+Every test tags its events with a fresh run id so data left in the shared session broker by
+other tests never counts, and works in its own HANZO_STREAM_HOME (checkpoints, chDB).
+Jobs run as subprocesses, as `hanzo-stream jobs run NAME --once`, one Spark at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+
+from hanzo_stream import dead_letter as dl
+from hanzo_stream.jobs import process
+from hanzo_stream.jobs.archive import committed_files, read_committed
+from hanzo_stream.jobs.billing_ids import billing_id, event_id
+from hanzo_stream.reconcile.secrets import env_name
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB_TIMEOUT = 300
+
+
+# ---------------------------------------------------------------- helpers
+
+def uuid7(ms: int | None = None) -> str:
+    ms = int(time.time() * 1000) if ms is None else ms
+    r = uuid.uuid4().int
+    return str(uuid.UUID(int=(ms << 80) | (0x7 << 76) | ((r >> 64) & 0xFFF) << 64 | (0b10 << 62)
+                         | (r & ((1 << 62) - 1))))
+
+
+def iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def envelope(type_: str, ts: str, data: dict, **extra) -> dict:
+    return {"schema": "hanzo.stream.v1", "id": uuid7(), "type": type_, "source": "tests",
+            "timestamp": ts, **extra, "data": data}
+
+
+def produce(cluster, principal: str, topic: str, records: list[tuple]) -> list[tuple[int, int]]:
+    """Produce (key, value) pairs in order; returns each record's (partition, offset)."""
+    p = Producer(cluster.as_(principal).confluent() | {"enable.idempotence": True, "linger.ms": 5})
+    where: list[tuple[int, int] | None] = [None] * len(records)
+
+    def cb(i):
+        def done(err, msg):
+            assert err is None, err
+            where[i] = (msg.partition(), msg.offset())
+        return done
+
+    for i, (key, value) in enumerate(records):
+        raw = value if value is None or isinstance(value, bytes) else json.dumps(value).encode()
+        p.produce(topic, key=key.encode() if isinstance(key, str) else key, value=raw,
+                  on_delivery=cb(i))
+        p.poll(0)
+    assert p.flush(30) == 0
+    assert all(w is not None for w in where)
+    return where  # type: ignore[return-value]
+
+
+def read_all(cluster, topic: str) -> list:
+    """Every record of a topic, as the admin, from the beginning to the current end."""
+    c = Consumer(cluster.admin.confluent() | {"group.id": f"test-reader-{uuid.uuid4()}",
+                                              "enable.auto.commit": False})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        out = []
+        for p in parts:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if hi <= lo:
+                continue
+            c.assign([TopicPartition(topic, p, lo)])
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < hi - lo and time.monotonic() < deadline:
+                m = c.poll(1)
+                if m is None or m.error():
+                    continue
+                out.append(m)
+                got += 1
+        return out
+    finally:
+        c.close()
+
+
+def headers(msg) -> dict[str, bytes]:
+    return dict(msg.headers() or [])
+
+
+def dead_letters(cluster, group: str, source_topic: str, offsets: set[tuple[int, int]]) -> list:
+    """dead_letter records this job wrote about the given source records."""
+    out = []
+    for m in read_all(cluster, dl.TOPIC):
+        h = headers(m)
+        if h.get(dl.H_STAGE) != f"job:{group}".encode() or h.get(dl.H_SOURCE_TOPIC) != source_topic.encode():
+            continue
+        if (int(h[dl.H_SOURCE_PARTITION]), int(h[dl.H_SOURCE_OFFSET])) in offsets:
+            out.append(m)
+    return out
+
+
+def offsets_of(cluster, group: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+    """(committed offsets of the group, end offsets of the topic)."""
+    admin = cluster.admin_client()
+    c = Consumer(cluster.admin.confluent() | {"group.id": f"test-offsets-{uuid.uuid4()}"})
+    try:
+        parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+    finally:
+        c.close()
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
+    res = admin.list_consumer_group_offsets([req])[group].result()
+    return {tp.partition: tp.offset for tp in res.topic_partitions}, ends
+
+
+def job_env(cluster, principal: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HANZO_STREAM_")}
+    env.update({
+        "HANZO_STREAM_BOOTSTRAP": cluster.bootstrap, "HANZO_STREAM_SECURITY_PROTOCOL": "SASL_SSL",
+        "HANZO_STREAM_SASL_MECHANISM": "SCRAM-SHA-512", "HANZO_STREAM_CA_FILE": cluster.ca_file,
+        env_name(principal): cluster.creds.password(principal),  # only the job's own password
+        "HANZO_STREAM_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    })
+    return env
+
+
+def run_once(cluster, name: str, principal: str, home: Path, consumers: Path = ROOT / "consumers"):
+    """`hanzo-stream jobs run NAME --once` as a subprocess; returns its output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "hanzo_stream.jobs.cli", "run", name, "--once",
+         "--registry", str(ROOT / "topics.yaml"), "--consumers", str(consumers)],
+        env=job_env(cluster, principal, home), cwd=ROOT, capture_output=True, text=True,
+        timeout=JOB_TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return proc.stdout + proc.stderr
+
+
+def assert_caught_up(cluster, group: str, topic: str) -> None:
+    committed, ends = offsets_of(cluster, group, topic)
+    assert committed == ends, f"{group}: committed {committed} != end offsets {ends}"
+
+
+def chdb_query(path: Path, sql: str):
+    from chdb import session
+
+    s = session.Session(str(path))  # one chDB directory per process: open, read, close
+    try:
+        return s.query(sql, "ArrowTable").to_pylist()
+    finally:
+        s.close()
+
+
+def fast_specs(tmp: Path, name: str, **overrides) -> Path:
+    """A copy of consumers/<name>.yaml with overrides (small batches for the crash tests)."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "consumers" / f"{name}.yaml").read_text())
+    doc["job"] = str(ROOT / doc["job"])
+    doc.update(overrides)
+    d = tmp / "consumers"
+    d.mkdir(exist_ok=True)
+    (d / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    return d
+
+
+@pytest.fixture(scope="module")
+def cluster(hip_cluster, registry):
+    """The session broker with topics.yaml applied (topics, SCRAM users, derived ACLs)."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+    from confluent_kafka.admin import ResourceType as RT
+
+    from tests.integration.conftest import apply_registry
+
+    apply_registry(hip_cluster, registry)  # another module may have changed the cluster
+    # Spark's generated group ids get no grant: the jobs must work with the registry's ACLs.
+    flt = AclBindingFilter(RT.GROUP, None, ResourcePatternType.ANY, None, None,
+                           AclOperation.ANY, AclPermissionType.ANY)
+    admin = hip_cluster.admin_client()
+    groups = {b.name for b in admin.describe_acls(flt).result(timeout=30)}
+    assert not any("spark" in g for g in groups), groups
+    return hip_cluster
+
+
+# ---------------------------------------------------------------- analytics-ingest
+
+def insights(run: str, i: int, ts: datetime, **data) -> dict:
+    team = f"{run}-team{i % 3}"
+    body = {"event": "$pageview" if i % 2 else "signup", "distinct_id": f"user-{i}",
+            "properties": {"i": i, "plan": "pro", "nested": {"k": [1, 2]}}, **data}
+    if i % 4 == 0:
+        body |= {"session_id": f"s-{i}", "url": f"https://hanzo.ai/p/{i}"}
+    return envelope("insights.event.captured", iso(ts), body, team_id=team)
+
+
+def invalid_insights(run: str) -> list[tuple[str, bytes | dict | None, str]]:
+    ts = iso(datetime(2031, 1, 1, 9, tzinfo=UTC))
+    good = insights(run, 1, datetime(2031, 1, 1, 9, tzinfo=UTC))
+    no_team = {k: v for k, v in good.items() if k != "team_id"}
+    return [
+        ("k", b"{not json", "json.malformed"),
+        ("k", None, "json.malformed"),  # a tombstone
+        ("k", b"[1, 2, 3]", "json.malformed"),
+        ("k", no_team, "schema.required"),
+        ("k", {**good, "id": uuid7(), "timestamp": "2031-01-01 09:00:00"}, "schema.value"),
+        ("k", {**good, "id": "not-a-ulid"}, "schema.value"),
+        ("k", {**good, "id": uuid7(), "schema": "hanzo.stream.v0"}, "schema.value"),
+        ("k", {**good, "id": uuid7(), "type": "llm.usage.completed"}, "schema.value"),
+        ("k", {**good, "id": uuid7(), "data": {"distinct_id": "u"}}, "schema.required"),
+        ("k", {**good, "id": uuid7(), "data": {"event": "e", "distinct_id": "u",
+                                              "properties": "not an object"}}, "schema.type"),
+        ("k", {**good, "id": uuid7(), "data": "not an object"}, "schema.type"),
+        ("k", envelope("insights.event.captured", ts, {"event": "e", "distinct_id": "u"}), "schema.required"),
+    ]
+
+
+def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
+    run = uuid.uuid4().hex[:8]
+    t0 = datetime(2031, 1, 1, 9, 58, tzinfo=UTC)
+    valid = [insights(run, i, t0 + timedelta(seconds=7 * i)) for i in range(120)]  # crosses 10:00
+    retried = valid[:10]  # the producer retried these: same envelope, new offsets
+    bad = invalid_insights(run)
+    records = [(v["team_id"], v) for v in valid + retried] + [(k, v) for k, v, _ in bad]
+    where = produce(cluster, "insights-capture", "events_plugin_ingestion", records)
+
+    run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path)
+
+    db = tmp_path / "jobs" / "analytics-ingest" / "chdb"
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    rows = chdb_query(db, f"SELECT * FROM events FINAL WHERE team_id IN ({teams}) ORDER BY id")
+    assert len(rows) == len(valid)
+    by_id = {v["id"]: v for v in valid}
+    assert {r["id"] for r in rows} == set(by_id)
+    for r in rows:
+        v = by_id[r["id"]]
+        assert (r["team_id"], r["event"], r["distinct_id"]) == (v["team_id"], v["data"]["event"],
+                                                               v["data"]["distinct_id"])
+        assert iso(r["timestamp"].astimezone(UTC)) == v["timestamp"]
+        assert json.loads(r["properties"]) == v["data"]["properties"]
+        assert r["session_id"] == v["data"].get("session_id")
+        assert r["url"] == v["data"].get("url")
+        assert (r["_partition"], r["_offset"]) in set(where)
+    hours = chdb_query(db, f"SELECT toHour(timestamp) AS h, count() AS n FROM events FINAL "
+                           f"WHERE team_id IN ({teams}) GROUP BY h ORDER BY h")
+    assert [h["h"] for h in hours] == [9, 10]
+
+    bad_where = dict(zip(where[len(valid) + len(retried):], bad, strict=True))
+    letters = dead_letters(cluster, "analytics-ingest", "events_plugin_ingestion", set(where))
+    got = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])): m
+           for m in letters}
+    assert len(letters) == len(got) == len(bad)  # exactly the invalid ones, once each
+    assert set(got) == set(bad_where)
+    for pos, m in got.items():
+        key, value, error_class = bad_where[pos]
+        h = headers(m)
+        assert m.key() == b"events_plugin_ingestion"
+        expected = value if value is None or isinstance(value, bytes) else json.dumps(value).encode()
+        assert m.value() == expected  # the original bytes, untouched
+        assert h[dl.H_ERROR_CLASS].decode() == error_class, h[dl.H_ERROR_MESSAGE]
+        assert h[dl.H_ERROR_MESSAGE] and h[dl.H_ORIGINAL_KEY] == key.encode()
+        assert h[dl.H_SCHEMA] == b"insights.event.captured"
+        datetime.strptime(h[dl.H_FAILED_AT].decode(), "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")
+
+
+def test_analytics_ingest_survives_a_crash_without_duplicates(cluster, tmp_path):
+    run = uuid.uuid4().hex[:8]
+    t0 = datetime(2031, 2, 1, 10, tzinfo=UTC)
+    events = [insights(run, i, t0 + timedelta(milliseconds=i)) for i in range(30_000)]
+    produce(cluster, "insights-capture", "events_plugin_ingestion",
+            [(e["team_id"], e) for e in events])
+    consumers = fast_specs(tmp_path, "analytics-ingest", max_offsets_per_trigger=2000, trigger="0s")
+    env = job_env(cluster, "analytics-ingest", tmp_path)
+    process.start("analytics-ingest", tmp_path, env, registry=ROOT / "topics.yaml",
+                  consumers=consumers, cwd=ROOT)
+    commits = tmp_path / "jobs" / "analytics-ingest" / "checkpoint" / "ingest" / "commits"
+    try:
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:  # wait for a few finished batches, then crash
+            if commits.exists() and len([f for f in commits.iterdir() if f.name.isdigit()]) >= 3:
+                break
+            assert process.status("analytics-ingest", tmp_path)["running"], \
+                Path(process.log_file("analytics-ingest", tmp_path)).read_text()[-4000:]
+            time.sleep(0.2)
+    finally:
+        assert process.kill("analytics-ingest", tmp_path)
+    committed, ends = offsets_of(cluster, "analytics-ingest", "events_plugin_ingestion")
+    assert sum(committed.values()) < sum(ends.values()), "killed after it had caught up"
+
+    run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path, consumers)
+
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    (row,) = chdb_query(tmp_path / "jobs" / "analytics-ingest" / "chdb",
+                        f"SELECT count() AS n, uniqExact(id) AS ids FROM events "
+                        f"WHERE team_id IN ({teams})")
+    # No FINAL: the replayed batch's insert was dropped by its deduplication token.
+    assert row == {"n": len(events), "ids": len(events)}
+    assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")
+
+
+# ---------------------------------------------------------------- billing-agg
+
+def usage(run: str, team: str, org: str, ts: datetime, n: int) -> dict:
+    return envelope("llm.usage.completed", iso(ts), {
+        "request_id": f"req-{uuid.uuid4().hex[:6]}", "model": "zen-1", "provider": "hanzo",
+        "prompt_tokens": 100 + n, "completion_tokens": 10 * n, "total_tokens": 100 + 11 * n,
+        "cost_micros": 1_234 * n + 7, "latency_ms": 50}, team_id=f"{run}-{team}", org_id=f"{run}-{org}")
+
+
+def expected_billing(events: list[dict], closed_before: datetime, source: str) -> dict[str, dict]:
+    """The ground truth, computed here independently: hourly sums per team and org."""
+    sums: dict[tuple, Counter] = defaultdict(Counter)
+    for e in events:
+        t = datetime.strptime(e["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        start = t.replace(minute=0, second=0, microsecond=0)
+        c = sums[(e["team_id"], e["org_id"], start)]
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_micros"):
+            c[k] += e["data"][k]
+        c["request_count"] += 1
+    out = {}
+    for (team, org, start), c in sums.items():
+        end = start + timedelta(hours=1)
+        if end > closed_before:
+            continue  # still open: not billed yet
+        bid = billing_id(team, org, iso(start))
+        out[bid] = {"schema": "hanzo.stream.v1", "id": event_id(bid, int(end.timestamp() * 1000)),
+                    "type": "billing.usage.hourly", "source": source, "timestamp": iso(end),
+                    "team_id": team, "org_id": org,
+                    "data": {"billing_id": bid, "team_id": team, "org_id": org,
+                             "window_start": iso(start), "window_end": iso(end), **c}}
+    return out
+
+
+def billing_events(cluster, run: str) -> list[dict]:
+    return [json.loads(m.value()) for m in read_all(cluster, "billing_events")
+            if json.loads(m.value())["team_id"].startswith(run)]
+
+
+def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cluster, tmp_path):
+    run = uuid.uuid4().hex[:8]
+    day = datetime(2032, 3, 4, tzinfo=UTC)
+
+    def at(h, m, s=0, ms=0):
+        return day + timedelta(hours=h, minutes=m, seconds=s, milliseconds=ms)
+
+    # Phase 1: one batch (nothing can be late in a query's first batch).
+    p1 = [usage(run, "a", "x", at(10, 5), 1), usage(run, "a", "x", at(10, 59, 59, 999), 2),
+          usage(run, "b", "x", at(10, 0), 3), usage(run, "b", "x", at(10, 30), 4),
+          usage(run, "a", "x", at(11, 0), 5), usage(run, "c", "y", at(11, 10), 6),
+          usage(run, "c", "y", at(11, 50), 7), usage(run, "a", "x", at(12, 29), 8),
+          usage(run, "a", "x", at(12, 30), 9)]  # newest: watermark becomes 12:20
+    retried1 = [p1[0], p1[4]]  # same envelope twice in one batch: billed once
+    bad = [
+        ("k", {**usage(run, "a", "x", at(10, 1), 1), "data": {**p1[0]["data"], "cost_micros": 1.5}},
+         "schema.type"),
+        ("k", {**usage(run, "a", "x", at(10, 1), 1), "data": {**p1[0]["data"], "prompt_tokens": -1}},
+         "schema.value"),
+        ("k", {k: v for k, v in usage(run, "a", "x", at(10, 2), 1).items() if k != "org_id"},
+         "schema.required"),
+        ("k", {**usage(run, "a", "x", at(10, 3), 1), "type": "insights.event.captured"}, "schema.value"),
+        ("k", b'{"schema": "hanzo.stream.v1", "id": ', "json.malformed"),
+    ]
+    records1 = [(e["team_id"], e) for e in p1 + retried1] + [(k, v) for k, v, _ in bad]
+    where1 = produce(cluster, "llm-gateway", "llm_usage", records1)
+    run_once(cluster, "billing-agg", "billing-aggregator", tmp_path)
+
+    source = "hanzo-stream/billing-agg"
+    got1 = billing_events(cluster, run)
+    want1 = expected_billing(p1, at(12, 20), source)
+    assert len(want1) == 4  # 10:00 a, b; 11:00 a, c
+    assert {e["data"]["billing_id"]: e for e in got1} == want1
+    assert len(got1) == len(want1)
+
+    # Phase 2: late rows (at or before 12:20), on-time rows, retries, a new hour.
+    late = [usage(run, "a", "x", at(10, 40), 10), usage(run, "c", "y", at(12, 15), 11),
+            usage(run, "b", "x", at(12, 20), 12)]
+    on_time = [usage(run, "a", "x", at(12, 20, 0, 1), 13), usage(run, "b", "x", at(12, 45), 14),
+               usage(run, "c", "y", at(13, 45), 15)]  # newest: watermark becomes 13:35
+    retried2 = [p1[7], p1[0]]  # 12:29 is still deduplicated in state; 10:05 is now late
+    records2 = [(e["team_id"], e) for e in late + on_time + retried2]
+    where2 = produce(cluster, "llm-gateway", "llm_usage", records2)
+    run_once(cluster, "billing-agg", "billing-aggregator", tmp_path)
+
+    got = billing_events(cluster, run)
+    want = expected_billing(p1 + on_time, at(13, 35), source)
+    assert len(want) == 6  # + 12:00 a, b; 13:00 c still open
+    assert {e["data"]["billing_id"]: e for e in got} == want
+    assert len(got) == len(want), "a window was billed twice"
+
+    letters = dead_letters(cluster, "billing-agg", "llm_usage", set(where1 + where2))
+    by_pos = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])): m
+              for m in letters}
+    assert len(by_pos) == len(letters)
+    n1 = len(p1) + len(retried1)
+    want_classes = {pos: cls for pos, (_, _, cls) in zip(where1[n1:], bad, strict=True)}
+    late_pos = [where2[i] for i in range(len(late))] + [where2[-1]]  # + the late retry of 10:05
+    want_classes |= {pos: "event.late" for pos in late_pos}
+    assert {p: headers(m)[dl.H_ERROR_CLASS].decode() for p, m in by_pos.items()} == want_classes
+    for pos in late_pos:
+        assert b"watermark 2032-03-04T12:20:00.000Z" in headers(by_pos[pos])[dl.H_ERROR_MESSAGE]
+    assert_caught_up(cluster, "billing-agg", "llm_usage")
+
+
+# ---------------------------------------------------------------- audit-archive
+
+def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_path, registry):
+    run = uuid.uuid4().hex[:8]
+    types = registry.topic("audit_log").event_types
+    t0 = datetime(2033, 5, 6, 23, 59, 58, tzinfo=UTC)
+    events = []
+    for i in range(40):
+        outcome = ["success", "failure", "denied"][i % 3]
+        data = {"actor_id": f"user-{i}", "actor_type": ["user", "service", "agent"][i % 3],
+                "outcome": outcome, "ip": "10.1.2.3", "method": "password"}
+        if i % 5 == 0:
+            data |= {"reason": "bad password", "target": "console", "user_agent": "curl/8"}
+        events.append(envelope(types[i % len(types)], iso(t0 + timedelta(milliseconds=100 * i)),
+                               data, org_id=f"{run}-org{i % 2}", team_id=f"{run}-team"))
+    bad = [
+        ("k", {**events[0], "id": uuid7(), "data": {**events[0]["data"], "actor_type": "robot"}},
+         "schema.value"),
+        ("k", {**events[0], "id": uuid7(), "type": "iam.auth.unknown"}, "schema.value"),
+        ("k", {k: v for k, v in {**events[1], "id": uuid7()}.items() if k != "org_id"}, "schema.required"),
+        ("k", b"\x00\x01 not json", "json.malformed"),
+    ]
+    where = produce(cluster, "iam-service", "audit_log",
+                    [(e["org_id"], e) for e in events] + [(k, v) for k, v, _ in bad])
+    run_once(cluster, "audit-archive", "audit-archiver", tmp_path)
+
+    path = tmp_path / "jobs" / "audit-archive" / "archive"
+    table = read_committed(str(path)).to_pylist()
+    mine = [r for r in table if r["org_id"].startswith(run)]
+    assert len(mine) == len(events)
+    by_id = {e["id"]: e for e in events}
+    assert {r["id"] for r in mine} == set(by_id)
+    for r in mine:
+        e = by_id[r["id"]]
+        assert (r["type"], r["org_id"], r["actor_id"], r["outcome"]) == (
+            e["type"], e["org_id"], e["data"]["actor_id"], e["data"]["outcome"])
+        assert r["reason"] == e["data"].get("reason")
+        assert json.loads(r["raw"]) == e
+        assert iso(r["timestamp"]) == e["timestamp"]
+        assert r["date"] == e["timestamp"][:10]  # partitioned by the event's UTC date
+    assert {r["date"] for r in mine} == {"2033-05-06", "2033-05-07"}
+    # A clean run leaves no uncommitted files: the directory and the sink log agree.
+    listed = {str(p) for p in path.rglob("*.parquet")}
+    assert listed == set(committed_files(str(path)))
+
+    letters = dead_letters(cluster, "audit-archive", "audit_log", set(where))
+    got = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])):
+           headers(m)[dl.H_ERROR_CLASS].decode() for m in letters}
+    assert len(letters) == len(bad)
+    assert got == {pos: cls for pos, (_, _, cls) in zip(where[len(events):], bad, strict=True)}
+    assert_caught_up(cluster, "audit-archive", "audit_log")
