@@ -8,19 +8,17 @@ seconds; tests shorten them further.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from ..monitoring import rule_files
+from ..monitoring import prom_api, rule_files
 from ..monitoring.daemon import Daemon, StartFailed
 from .kafka import free_ports
 
@@ -109,29 +107,5 @@ def url(home: Path) -> str | None:
     return d.url if d.alive() else None
 
 
-# ---------------------------------------------------------------- HTTP API helpers
-
-def api(base_url: str, path: str, **params: str) -> dict:
-    query = urllib.parse.urlencode(params)
-    with urllib.request.urlopen(f"{base_url}/api/v1/{path}?{query}", timeout=10) as r:
-        body = json.load(r)
-    if body.get("status") != "success":
-        raise RuntimeError(f"Prometheus {path} failed: {body}")
-    return body["data"]
-
-
-def query(base_url: str, promql: str) -> list[dict]:
-    """Instant query; the result vector ([{metric: {...}, value: [t, "v"]}, ...])."""
-    return api(base_url, "query", query=promql)["result"]
-
-
-def targets(base_url: str) -> list[dict]:
-    return api(base_url, "targets")["activeTargets"]
-
-
-def alerts(base_url: str) -> list[dict]:
-    return api(base_url, "alerts")["alerts"]
-
-
-def rule_groups(base_url: str) -> list[dict]:
-    return api(base_url, "rules")["groups"]
+# The HTTP API helpers work against any Prometheus; re-exported for callers of this module.
+query, targets, alerts, rule_groups = prom_api.query, prom_api.targets, prom_api.alerts, prom_api.rule_groups

@@ -412,3 +412,16 @@ def _python(stack: Stack, script: Path, env: dict[str, str]) -> str:
                          timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     return res.stdout
+
+
+def test_status_snapshot_for_local_status(stack: Stack) -> None:
+    from hanzo_stream.monitoring import status
+
+    snap = wait_for(lambda: (s := status.read(stack.prometheus_url)).dead_letters and s, 30,
+                    "a status snapshot with the dead letters")
+    assert snap.lag.get(GROUP) == 0
+    assert TOPIC in snap.messages_in_per_sec
+    assert snap.dead_letters >= 3  # one from the alert test, two from the runbook test
+    assert snap.under_replicated == 0 and snap.active_controllers == 1
+    assert "DeadLettersArriving dead-letter-monitor" in snap.firing
+    assert set(snap.as_dict()) >= {"lag", "messages_in_per_sec", "dead_letters", "firing"}

@@ -74,3 +74,56 @@ def test_exposition_format_is_parseable() -> None:
 def test_label_values_are_escaped() -> None:
     snap = Snapshot({}, (PartitionState('we"ird\\topic', 0, 1, (1,), (1,), 0, 1),), ())
     assert 'topic="we\\"ird\\\\topic"' in render(snap)
+
+
+class _FakeCollector:
+    def __init__(self, fail: bool) -> None:
+        self.fail, self.calls = fail, 0
+
+    def collect(self) -> Snapshot:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("KafkaError: all brokers down")
+        return SNAP
+
+
+def _get(collector: _FakeCollector, path: str = "/metrics", min_interval: float = 60) -> tuple[int, str]:
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import ThreadingHTTPServer
+
+    from hanzo_stream.monitoring.lag_exporter import Exporter, _handler
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(Exporter(collector, min_interval)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                first = (r.status, r.read().decode())
+            with urllib.request.urlopen(url, timeout=5) as r:
+                r.read()
+            return first
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_unreadable_cluster_answers_503_so_up_is_zero() -> None:
+    status, body = _get(_FakeCollector(fail=True))
+    assert status == 503 and "all brokers down" in body
+
+
+def test_metrics_are_served_and_collections_are_reused_within_min_interval() -> None:
+    fake = _FakeCollector(fail=False)
+    status, body = _get(fake)
+    assert status == 200 and "kafka_consumergroup_lag{" in body
+    assert fake.calls == 1  # two scrapes, one collection
+
+
+def test_healthz_does_not_touch_the_cluster() -> None:
+    fake = _FakeCollector(fail=True)
+    assert _get(fake, "/healthz")[0] == 200 and fake.calls == 0
