@@ -6,8 +6,8 @@ platform runs hanzo_stream.monitoring.lag_exporter, which serves kafka_exporter'
 names over the same SASL_SSL + SCRAM-SHA-512 connection with the local CA. The
 connection (password included) goes through the environment, never the command line.
 
-The principal needs DESCRIBE on the topics and groups it reports (and READ on groups to
-fetch their offsets); locally it is `admin`.
+Its principal needs DESCRIBE on the topics (metadata, list offsets) and on the groups
+(list, describe, fetch offsets) it reports; locally it is `admin`.
 """
 
 from __future__ import annotations
