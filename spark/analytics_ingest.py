@@ -29,16 +29,21 @@ DATA = T.StructType([
     T.StructField("properties", jobkit.S),  # an object, kept as its JSON text
     T.StructField("session_id", jobkit.S), T.StructField("url", jobkit.S),
 ])
-CONTRACT = jobkit.EventContract(
-    event_types=(EVENT,), data=DATA, required_envelope=("team_id",),
-    data_checks=(
-        *jobkit.required_strings(["event", "distinct_id"], EVENT),
-        # Spark hands an object back as its JSON text; anything else is not an object.
-        jobkit.Check(F.col("e.data.properties").isNotNull()
-                     & ~F.col("e.data.properties").startswith("{"), "schema.type",
-                     "`data.properties` must be a JSON object of event properties"),
-    ),
-)
+
+
+def contract() -> jobkit.EventContract:
+    """Built when the job starts: Column expressions need a live SparkContext."""
+    return jobkit.EventContract(
+        event_types=(EVENT,), data=DATA, required_envelope=("team_id",),
+        data_checks=(
+            *jobkit.required_strings(["event", "distinct_id"], EVENT),
+            # Spark hands an object back as its JSON text; anything else is not an object.
+            jobkit.Check(F.col("e.data.properties").isNotNull()
+                         & ~F.col("e.data.properties").startswith("{"), "schema.type",
+                         "`data.properties` must be a JSON object of event properties"),
+        ),
+    )
+
 EVENT_COLUMNS = ["id", "team_id", "org_id", "event", "distinct_id", "timestamp", "properties",
                  "session_id", "url", "source", "_partition", "_offset", "_kafka_timestamp"]
 
@@ -75,7 +80,8 @@ def build(ctx: JobContext) -> list:
                      ctx.spec.resolve(sink_spec.get("chdb_path", f"jobs/{ctx.spec.name}/chdb")),
                      sink_spec.get("table", "events"))
     ctx.on_close(sink.close)
-    rows = _rows(jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), CONTRACT), CONTRACT))
+    c = contract()
+    rows = _rows(jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), c), c))
 
     def batch(df, batch_id: int) -> None:
         t0 = time.time()
@@ -92,7 +98,7 @@ def build(ctx: JobContext) -> list:
         t2 = time.time()
         if invalid.num_rows:
             failed_at = jobkit.batch_time(ctx, "ingest", batch_id)
-            ctx.kafka_out.dead_letter(jobkit.rejected(invalid.to_pylist(), CONTRACT.schema_id,
+            ctx.kafka_out.dead_letter(jobkit.rejected(invalid.to_pylist(), c.schema_id,
                                                       "_partition", "_offset"),
                                       ctx.stage, failed_at)
             ctx.kafka_out.flush_or_raise()

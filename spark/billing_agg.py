@@ -36,14 +36,19 @@ DATA = T.StructType([
     *(T.StructField(n, jobkit.L) for n in COUNTS),
     T.StructField("latency_ms", jobkit.L),
 ])
-CONTRACT = jobkit.EventContract(
-    event_types=(EVENT,), data=DATA, required_envelope=("team_id", "org_id"),
-    data_checks=(
-        *jobkit.required_strings(["request_id", "model", "provider"], EVENT),
-        *jobkit.non_negative_ints(COUNTS, EVENT),
-        *jobkit.non_negative_ints(["latency_ms"], EVENT, required=False),
-    ),
-)
+
+
+def contract() -> jobkit.EventContract:
+    """Built when the job starts: Column expressions need a live SparkContext."""
+    return jobkit.EventContract(
+        event_types=(EVENT,), data=DATA, required_envelope=("team_id", "org_id"),
+        data_checks=(
+            *jobkit.required_strings(["request_id", "model", "provider"], EVENT),
+            *jobkit.non_negative_ints(COUNTS, EVENT),
+            *jobkit.non_negative_ints(["latency_ms"], EVENT, required=False),
+        ),
+    )
+
 QUERY = "aggregate"
 LATE = "event.late"
 
@@ -80,7 +85,8 @@ def build(ctx: JobContext) -> list:
         raise ValueError(f"{spec.source_file}: billing-agg needs `window` and `watermark`")
     (topic,) = spec.topics
     out_topic = spec.sink("billing_events").get("topic")
-    checked = jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), CONTRACT), CONTRACT)
+    c = contract()
+    checked = jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), c), c)
     ok = F.col("error_class").isNull()
     usage = checked.where(ok).select(
         F.col("e.id").alias("id"), F.col("e.team_id").alias("team_id"),
@@ -114,7 +120,7 @@ def build(ctx: JobContext) -> list:
         for r in billed:
             ctx.kafka_out.send(out_topic, bytes(r["key"]), bytes(r["value"]))
         if bad:
-            ctx.kafka_out.dead_letter(jobkit.rejected(bad, CONTRACT.schema_id), ctx.stage,
+            ctx.kafka_out.dead_letter(jobkit.rejected(bad, c.schema_id), ctx.stage,
                                       jobkit.batch_time(ctx, QUERY, batch_id))
         ctx.kafka_out.flush_or_raise()
         late_seen[batch_id] = sum(1 for r in bad if r["error_class"] == LATE)

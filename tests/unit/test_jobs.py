@@ -1,0 +1,425 @@
+"""Job plumbing without a broker or a JVM: specs, credentials, Spark settings, offset commits,
+offset-log parsing, billing ids, ClickHouse idempotence (embedded chDB), dead-letter headers,
+the archive's committed-file reader, background processes and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hanzo_stream import dead_letter as dl
+from hanzo_stream.connection import ConnectionError_
+from hanzo_stream.jobs import archive, clickhouse, kafka_out, offsets, process, spark
+from hanzo_stream.jobs.billing_ids import billing_id, event_id
+from hanzo_stream.jobs.cli import app
+from hanzo_stream.jobs.connect import job_connection
+from hanzo_stream.jobs.spec import SpecInvalid, list_specs, load_spec, seconds
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSUMERS = ROOT / "consumers"
+
+
+# ---------------------------------------------------------------- specs
+
+def test_every_consumer_spec_loads_against_the_registry(registry, tmp_path):
+    assert list_specs(CONSUMERS) == ["analytics-ingest", "audit-archive", "billing-agg"]
+    for name in list_specs(CONSUMERS):
+        s = load_spec(name, registry, CONSUMERS, tmp_path)
+        g = registry.group(name)
+        assert (s.principal, s.topics) == (g.principal, g.topics)  # facts from the registry
+        assert s.job.exists() and s.job.parent.name == "spark"
+        assert s.checkpoint.startswith(str(tmp_path.resolve()))
+        assert s.checkpoint_for("q") == f"{s.checkpoint}/q"
+        assert "dead_letter" in {k.type for k in s.sinks.values()}
+    billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
+    assert (billing.window_seconds, billing.watermark_seconds) == (3600, 600)
+    assert billing.sink("billing_events").get("topic") == "billing_events"
+
+
+def _write_spec(tmp_path: Path, name: str, **doc) -> Path:
+    d = tmp_path / "consumers"
+    d.mkdir(exist_ok=True)
+    (tmp_path / "spark").mkdir(exist_ok=True)
+    (tmp_path / "spark" / "job.py").write_text("def build(ctx): return []\n")
+    base = {"group": name, "job": "spark/job.py", "checkpoint": "cp",
+            "sinks": {"dl": {"type": "dead_letter"}}}
+    (d / f"{name}.yaml").write_text(yaml.safe_dump(base | doc))
+    return d
+
+
+def test_a_spec_may_only_write_where_its_principal_may(registry, tmp_path):
+    d = _write_spec(tmp_path, "analytics-ingest",
+                    sinks={"out": {"type": "kafka", "topic": "billing_events"}})
+    with pytest.raises(SpecInvalid, match="analytics-ingest is not a producer of billing_events"):
+        load_spec("analytics-ingest", registry, d, tmp_path)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"group": "nope"}, "'nope' is not a group"),
+    ({"colour": "red"}, "colour: unknown key"),
+    ({"sinks": {"x": {"type": "redis"}}}, "sinks.x.type: use one of"),
+    ({"job": "spark/missing.py"}, "does not exist"),
+    ({"trigger": "soon"}, "durations look like"),
+    ({"max_offsets_per_trigger": -5}, "positive integer"),
+    ({"sinks": {"out": {"type": "kafka", "topic": "no_such_topic"}}}, "is not a registry topic"),
+])
+def test_spec_problems_name_the_field_and_the_fix(registry, tmp_path, doc, message):
+    d = _write_spec(tmp_path, "billing-agg", **doc)
+    with pytest.raises(SpecInvalid, match=message):
+        load_spec("billing-agg", registry, d, tmp_path)
+
+
+def test_spec_file_must_be_named_after_its_group(registry, tmp_path):
+    d = _write_spec(tmp_path, "billing-agg", group="audit-archive")
+    with pytest.raises(SpecInvalid, match="named after its group"):
+        load_spec("billing-agg", registry, d, tmp_path)
+
+
+def test_durations():
+    assert [seconds(v) for v in ("500ms", "10s", "15m", "1h", 3)] == [0.5, 10, 900, 3600, 3]
+
+
+# ---------------------------------------------------------------- credentials
+
+BASE_ENV = {"HANZO_STREAM_BOOTSTRAP": "127.0.0.1:9093", "HANZO_STREAM_CA_FILE": "/ca.pem"}
+
+
+def test_job_connects_as_its_own_principal_not_the_caller(tmp_path):
+    env = BASE_ENV | {"HANZO_STREAM_SASL_USERNAME": "admin", "HANZO_STREAM_SASL_PASSWORD": "root",
+                      "HANZO_STREAM_PASSWORD_BILLING_AGGREGATOR": "from-env"}
+    c = job_connection("billing-aggregator", env)
+    assert (c.username, c.password, c.sasl_mechanism) == ("billing-aggregator", "from-env", "SCRAM-SHA-512")
+    assert 'username="billing-aggregator"' in c.java()["sasl.jaas.config"]
+
+
+def test_password_lookup_order(tmp_path):
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"audit-archiver": "from-file"}))
+    (tmp_path / "credentials.json").write_text(json.dumps(
+        {"admin": "a", "principals": {"audit-archiver": "local", "analytics-ingest": "local-ai"}}))
+    env = BASE_ENV | {"HANZO_STREAM_SECRETS_FILE": str(secrets)}
+    assert job_connection("audit-archiver", env, tmp_path).password == "from-file"
+    assert job_connection("analytics-ingest", env, tmp_path).password == "local-ai"
+    same_user = env | {"HANZO_STREAM_SASL_USERNAME": "audit-archiver", "HANZO_STREAM_SASL_PASSWORD": "p"}
+    assert job_connection("audit-archiver", same_user, tmp_path).password == "p"
+    with pytest.raises(ConnectionError_, match="HANZO_STREAM_PASSWORD_LLM_METRICS"):
+        job_connection("llm-metrics", env, tmp_path)
+
+
+# ---------------------------------------------------------------- spark settings
+
+def test_session_conf_uses_cached_jars_and_modest_local_defaults(registry, tmp_path, monkeypatch):
+    jar = tmp_path / "spark-sql-kafka.jar"
+    monkeypatch.setattr(spark, "connector_jars", lambda: [jar])
+    monkeypatch.setattr(spark, "s3a_jars", lambda: pytest.fail("no s3a jars for a local path"))
+    conf = spark.session_conf(load_spec("audit-archive", registry, CONSUMERS, tmp_path), env={})
+    assert conf["spark.jars"] == str(jar) and "spark.jars.packages" not in conf
+    assert conf["spark.master"] == "local[2]" and conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert not any(k.startswith("spark.hadoop.fs.s3a") for k in conf)
+    assert spark.session_conf(load_spec("audit-archive", registry, CONSUMERS, tmp_path),
+                              env={"HANZO_STREAM_SPARK_MASTER": "local[1]"})["spark.master"] == "local[1]"
+
+
+def test_s3a_archive_gets_endpoint_and_aws_jars(registry, tmp_path, monkeypatch):
+    monkeypatch.setattr(spark, "connector_jars", lambda: [Path("/k.jar")])
+    monkeypatch.setattr(spark, "s3a_jars", lambda: [Path("/hadoop-aws.jar"), Path("/sdk.jar")])
+    d = _write_spec(tmp_path, "audit-archive", sinks={"archive": {
+        "type": "parquet", "path": "s3a://audit/log", "s3": {"endpoint": "http://minio:9000"}}})
+    conf = spark.session_conf(load_spec("audit-archive", registry, d, tmp_path), env={})
+    assert conf["spark.jars"] == "/k.jar,/hadoop-aws.jar,/sdk.jar"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    env = {"HANZO_STREAM_S3_ENDPOINT": "https://storage.hanzo.ai"}
+    assert spark.session_conf(load_spec("audit-archive", registry, d, tmp_path), env=env)[
+        "spark.hadoop.fs.s3a.endpoint"] == "https://storage.hanzo.ai"
+
+
+def test_under_spark_submit_master_and_jars_are_left_alone(registry, tmp_path, monkeypatch):
+    monkeypatch.setattr(spark, "connector_jars", lambda: pytest.fail("spark-submit passes --jars"))
+    conf = spark.session_conf(load_spec("billing-agg", registry, CONSUMERS, tmp_path), env={},
+                              submitted=True)
+    assert not {"spark.master", "spark.jars", "spark.driver.memory"} & set(conf)
+
+
+# ---------------------------------------------------------------- offsets
+
+class FakeConsumer:
+    def __init__(self):
+        self.commits: list[dict] = []
+
+    def commit(self, offsets, asynchronous):
+        assert asynchronous is False
+        self.commits.append({(tp.topic, tp.partition): tp.offset for tp in offsets})
+
+    def close(self):
+        pass
+
+
+def test_parse_spark_offsets_and_progress():
+    assert offsets.parse_offsets('{"t":{"0":5,"1":7}}') == {("t", 0): 5, ("t", 1): 7}
+    progress = {"sources": [{"endOffset": {"t": {"0": 9, "1": 3}}}, {"endOffset": '{"t":{"0":4,"1":8}}'}]}
+    assert offsets.end_offsets(progress) == {("t", 0): 4, ("t", 1): 3}  # two branches: the minimum
+    assert offsets.end_offsets(None) == {}
+
+
+def test_committer_commits_the_offset_every_query_passed_and_only_changes():
+    fake = FakeConsumer()
+    c = offsets.OffsetCommitter("audit-archive", None, {"a", "b"}, consumer=fake)
+    c.record("a", {("t", 0): 10, ("t", 1): 4})
+    assert c.commit() == {}  # b has not reported yet
+    c.record("b", {("t", 0): 6, ("t", 1): 9})
+    assert c.commit() == {("t", 0): 6, ("t", 1): 4}
+    c.record("b", {("t", 0): 7, ("t", 1): 9})
+    assert c.commit() == {("t", 0): 7}  # partition 1 unchanged: not re-sent
+    assert c.commit() == {}
+    assert fake.commits == [{("t", 0): 6, ("t", 1): 4}, {("t", 0): 7}]
+
+
+def test_committer_never_raises_into_the_listener():
+    class Broken(FakeConsumer):
+        def commit(self, offsets, asynchronous):
+            raise RuntimeError("broker down")
+
+    c = offsets.OffsetCommitter("g", None, {"q"}, consumer=Broken())
+    c.record_and_commit("q", {"sources": [{"endOffset": {"t": {"0": 1}}}]})  # logs, no raise
+    assert c.pending() == {("t", 0): 1}  # retried with the next batch
+
+
+def test_offset_log_entry():
+    text = 'v1\n{"batchWatermarkMs":1767874800000,"batchTimestampMs":1795359114109,"conf":{}}\n' \
+           '{"llm_usage":{"1":5,"0":3}}\n'
+    e = offsets.parse_offset_log(text)
+    assert (e.watermark_ms, e.timestamp_ms) == (1767874800000, 1795359114109)
+    assert e.sources == ({("llm_usage", 0): 3, ("llm_usage", 1): 5},)
+    with pytest.raises(ValueError):
+        offsets.parse_offset_log("garbage")
+
+
+# ---------------------------------------------------------------- billing ids
+
+def test_billing_ids_are_deterministic_uuid7s():
+    a = billing_id("team", "org", "2026-01-01T10:00:00.000Z")
+    assert a == billing_id("team", "org", "2026-01-01T10:00:00.000Z")
+    assert len(a) == 64 and int(a, 16) >= 0
+    assert a != billing_id("team", "org", "2026-01-01T11:00:00.000Z")
+    assert a != billing_id("team", "org2", "2026-01-01T10:00:00.000Z")
+    end_ms = 1767265200000
+    u = uuid.UUID(event_id(a, end_ms))
+    assert u.version == 7 and u.variant == uuid.RFC_4122
+    assert u.int >> 80 == end_ms  # the UUIDv7 time is the window end
+    assert event_id(a, end_ms) == event_id(a, end_ms) != event_id(a[::-1], end_ms)
+
+
+# ---------------------------------------------------------------- ClickHouse
+
+def _events(ids: list[str], offset0: int = 0) -> pa.Table:
+    n = len(ids)
+    ts = pa.array([1_767_261_600_000 + i for i in range(n)], pa.timestamp("ms", "UTC"))
+    return pa.table({
+        "id": ids, "team_id": ["t1"] * n, "org_id": [None] * n, "event": ["signup"] * n,
+        "distinct_id": [f"u{i}" for i in range(n)], "timestamp": ts, "properties": ['{"a":1}'] * n,
+        "session_id": [None] * n, "url": [None] * n, "source": ["tests"] * n,
+        "_partition": pa.array([0] * n, pa.int32()),
+        "_offset": pa.array(range(offset0, offset0 + n), pa.int64()), "_kafka_timestamp": ts})
+
+
+def test_chdb_sink_absorbs_replays_and_producer_retries(tmp_path):
+    sink = clickhouse.ChdbSink(tmp_path / "chdb")
+    try:
+        batch = _events(["a", "b", "c"])
+        token = clickhouse.insert_token("analytics-ingest", {0: (0, 2)})
+        sink.write(batch, token)
+        sink.write(batch, token)  # the replay of the same batch after a crash
+        assert sink.query("SELECT count() AS n FROM events").to_pylist() == [{"n": 3}]
+        retry = _events(["c", "d"], offset0=3)  # a producer retried c: new offset, same id
+        sink.write(retry, clickhouse.insert_token("analytics-ingest", {0: (3, 4)}))
+        assert sink.query("SELECT count() AS n FROM events").to_pylist() == [{"n": 5}]
+        final = sink.query("SELECT id, _offset FROM events FINAL ORDER BY id").to_pylist()
+        assert final == [{"id": i, "_offset": o} for i, o in (("a", 0), ("b", 1), ("c", 3), ("d", 4))]
+    finally:
+        sink.close()
+
+
+def test_insert_token_names_exactly_the_offsets():
+    t = clickhouse.insert_token("g", {1: (5, 9), 0: (0, 3)})
+    assert t == clickhouse.insert_token("g", {0: (0, 3), 1: (5, 9)})
+    assert t != clickhouse.insert_token("g", {0: (0, 3), 1: (5, 10)})
+    assert t != clickhouse.insert_token("other", {0: (0, 3), 1: (5, 9)})
+    ddl = clickhouse.events_ddl()
+    assert "ReplacingMergeTree(_offset)" in ddl and "non_replicated_deduplication_window" in ddl
+
+
+def test_http_sink_sends_the_same_ddl_and_tokens():
+    class FakeClient:
+        def __init__(self):
+            self.calls = []
+
+        def command(self, sql):
+            self.calls.append(("command", sql))
+
+        def insert_arrow(self, table, data, settings):
+            self.calls.append(("insert", table, data.num_rows, settings))
+
+    client = FakeClient()
+    sink = clickhouse.HttpSink("http://ch:8123", client=client)
+    sink.write(_events(["a"]), "tok")
+    assert client.calls == [("command", clickhouse.events_ddl()),
+                            ("insert", "events", 1, {"insert_deduplication_token": "tok"})]
+
+
+# ---------------------------------------------------------------- dead letters
+
+def test_dead_letter_headers_follow_the_contract():
+    r = kafka_out.Rejected("llm_usage", 3, 42, b"team-1", b"{bad", "json.malformed", "not JSON", "s")
+    h = dict(kafka_out.dead_letter_headers(r, "job:billing-agg", "2026-01-01T00:00:00.000Z"))
+    assert set(h) == set(dl.ALL_HEADERS)
+    assert h[dl.H_SOURCE_PARTITION] == b"3" and h[dl.H_SOURCE_OFFSET] == b"42"
+    assert h[dl.H_STAGE] == b"job:billing-agg" and h[dl.H_ORIGINAL_KEY] == b"team-1"
+    no_key = kafka_out.Rejected("t", 0, 0, None, None, "c", "m")
+    assert dl.H_ORIGINAL_KEY not in dict(kafka_out.dead_letter_headers(no_key, "s", "t"))
+
+
+class FakeProducer:
+    def __init__(self, full_times: int = 0, fail: bool = False):
+        self.sent, self.full_times, self.fail = [], full_times, fail
+
+    def produce(self, topic, value, key, headers, on_delivery):
+        if self.full_times:
+            self.full_times -= 1
+            raise BufferError
+        self.sent.append((topic, key, value, headers))
+        msg = type("M", (), {"topic": lambda _self: topic})()
+        on_delivery("boom" if self.fail else None, msg)
+
+    def poll(self, t):
+        return 0
+
+    def flush(self, t):
+        return 0
+
+
+def test_kafka_out_waits_out_a_full_queue_and_fails_the_batch_on_errors():
+    p = FakeProducer(full_times=2)
+    out = kafka_out.KafkaOut(None, "c", producer=p)
+    out.dead_letter([kafka_out.Rejected("t", 0, 1, b"k", b"v", "c", "m")], "job:g", "now")
+    out.flush_or_raise()
+    assert [(t, k, v) for t, k, v, _ in p.sent] == [("dead_letter", b"t", b"v")]
+    bad = kafka_out.KafkaOut(None, "c", producer=FakeProducer(fail=True))
+    bad.send("billing_events", b"org", b"{}")
+    with pytest.raises(kafka_out.DeliveryFailed, match="boom"):
+        bad.flush_or_raise()
+
+
+# ---------------------------------------------------------------- archive reader
+
+def _log(path: Path, batch: str, files: list[Path], action: str = "add") -> None:
+    lines = ["v1"] + [json.dumps({"path": f.as_uri(), "size": 1, "isDir": False,
+                                  "modificationTime": 0, "blockReplication": 1,
+                                  "blockSize": 1, "action": action}) for f in files]
+    (path / "_spark_metadata").mkdir(exist_ok=True)
+    (path / "_spark_metadata" / batch).write_text("\n".join(lines) + "\n")
+
+
+def test_archive_reader_sees_only_committed_files(tmp_path):
+    files = []
+    for i, (org, date) in enumerate([("o1", "2026-01-01"), ("o2", "2026-01-02"), ("o1", "2026-01-01")]):
+        d = tmp_path / f"org_id={org}" / f"date={date}"
+        d.mkdir(parents=True, exist_ok=True)
+        f = d / f"part-{i}.parquet"
+        pq.write_table(pa.table({"id": [f"e{i}"]}), f)
+        files.append(f)
+    _log(tmp_path, "9.compact", files[:1])
+    _log(tmp_path, "3", [tmp_path / "stale-before-compaction.parquet"])
+    _log(tmp_path, "10", files[1:2])
+    # files[2] is what a failed batch leaves behind: on disk, in no log entry.
+    assert archive.committed_files(str(tmp_path)) == [str(files[0]), str(files[1])]
+    rows = sorted(archive.read_committed(str(tmp_path)).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": "e0", "org_id": "o1", "date": "2026-01-01"},
+                    {"id": "e1", "org_id": "o2", "date": "2026-01-02"}]
+    _log(tmp_path, "11", files[:1], action="delete")
+    assert archive.committed_files(str(tmp_path)) == [str(files[1])]
+
+
+# ---------------------------------------------------------------- processes and CLI
+
+def test_stop_signals_only_a_process_that_is_still_this_job(tmp_path):
+    d = tmp_path / "jobs" / "billing-agg"
+    d.mkdir(parents=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                            "hanzo_stream.jobs.cli", "run", "billing-agg"])
+    try:
+        (d / "job.json").write_text(json.dumps({"pid": other.pid}))  # a reused pid
+        assert process.stop("billing-agg", tmp_path) is False
+        assert other.poll() is None
+        (d / "job.json").write_text(json.dumps({"pid": job.pid}))
+        assert process.status("billing-agg", tmp_path)["running"]
+        assert process.stop("billing-agg", tmp_path, timeout=10) is True
+        job.wait(5)
+        assert not process.status("billing-agg", tmp_path)["running"]
+    finally:
+        other.kill()
+        job.kill()
+
+
+def test_start_runs_the_cli_as_its_own_session_with_the_state_dir(tmp_path, monkeypatch):
+    started = {}
+
+    class FakePopen:
+        pid = 4242
+
+        def __init__(self, cmd, **kw):
+            started.update(cmd=cmd, **kw)
+
+    monkeypatch.setattr(process.subprocess, "Popen", FakePopen)
+    pid = process.start("audit-archive", tmp_path, {"HANZO_STREAM_BOOTSTRAP": "b:1"}, once=True)
+    assert pid == 4242
+    assert started["cmd"][1:5] == ["-m", "hanzo_stream.jobs.cli", "run", "audit-archive"]
+    assert "--once" in started["cmd"] and started["start_new_session"] is True
+    assert started["env"]["HANZO_STREAM_HOME"] == str(tmp_path.resolve())
+    assert started["env"]["HANZO_STREAM_BOOTSTRAP"] == "b:1"
+    assert json.loads((tmp_path / "jobs" / "audit-archive" / "job.json").read_text())["pid"] == 4242
+
+
+def test_cli_lists_and_shows_jobs_with_registry_facts():
+    runner = CliRunner()
+    listed = runner.invoke(app, ["list", "--consumers", str(CONSUMERS)])
+    assert listed.exit_code == 0 and listed.stdout.split() == ["analytics-ingest", "audit-archive",
+                                                               "billing-agg"]
+    shown = runner.invoke(app, ["show", "billing-agg", "--registry", str(ROOT / "topics.yaml"),
+                                "--consumers", str(CONSUMERS)])
+    assert shown.exit_code == 0, shown.output
+    assert "billing-aggregator" in shown.stdout and "llm_usage" in shown.stdout
+    assert "billing_events" in shown.stdout
+    missing = runner.invoke(app, ["show", "nope", "--registry", str(ROOT / "topics.yaml"),
+                                  "--consumers", str(CONSUMERS)])
+    assert missing.exit_code == 1
+
+
+def test_main_cli_mounts_the_jobs_group():
+    from hanzo_stream.cli import app as main_app
+
+    result = CliRunner().invoke(main_app, ["jobs", "--help"])
+    assert result.exit_code == 0 and "run" in result.stdout
+
+
+def test_job_modules_import_without_a_running_spark():
+    from hanzo_stream.jobs.runner import load_job_module
+
+    t = time.time()
+    for name in ("analytics_ingest", "billing_agg", "audit_archive"):
+        assert callable(load_job_module(ROOT / "spark" / f"{name}.py").build)
+    assert time.time() - t < 30
