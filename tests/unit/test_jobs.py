@@ -362,6 +362,10 @@ def test_stop_signals_only_a_process_that_is_still_this_job(tmp_path):
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                             "hanzo_stream.jobs.cli", "run", "billing-agg"])
     try:
+        for pid in (other.pid, job.pid):  # /proc/<pid>/cmdline is empty until exec finishes
+            deadline = time.monotonic() + 10
+            while not Path(f"/proc/{pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.05)
         (d / "job.json").write_text(json.dumps({"pid": other.pid}))  # a reused pid
         assert process.stop("billing-agg", tmp_path) is False
         assert other.poll() is None
