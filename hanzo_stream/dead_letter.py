@@ -21,3 +21,9 @@ H_ORIGINAL_KEY = "hs.original.key"  # the original key bytes, if any
 
 ALL_HEADERS = (H_SOURCE_TOPIC, H_SOURCE_PARTITION, H_SOURCE_OFFSET, H_ERROR_CLASS,
                H_ERROR_MESSAGE, H_SCHEMA, H_FAILED_AT, H_STAGE, H_ORIGINAL_KEY)
+
+# Only when the original value was too large for dead_letter itself and had to be cut
+# (see hanzo_stream/client/dead_letters.py): the value then holds its first bytes.
+H_TRUNCATED = "hs.truncated"  # "true"
+H_ORIGINAL_SIZE = "hs.original.size"  # decimal byte count of the original value
+H_ORIGINAL_SHA256 = "hs.original.sha256"  # hex sha256 of the original value

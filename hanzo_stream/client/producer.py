@@ -1,0 +1,149 @@
+"""The producer every service uses: the standard's settings, validation, keying, dead letters.
+
+    producer = EventProducer.from_env(stage="llm-gateway")
+    producer.send(envelope.build("llm.usage.completed", "llm-gateway", data, team_id=..., org_id=...))
+    producer.flush_or_raise()
+
+Every event handed to send()/send_bytes() ends in exactly one place: its topic (valid) or
+dead_letter (refused, with its original bytes and provenance headers). `counts` proves it:
+received == accepted + dead_lettered, always.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..connection import Connection
+from ..registry import Registry, load_registry
+from ..schemas.store import SchemaSet, load
+from .dead_letters import record
+from .router import MAX_EVENT_BYTES, Accepted, Refused, Router
+from .validator import Validator
+
+# The standard's producer settings (docs/client.md says why each one).
+STANDARD_SETTINGS: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "retries": 3,
+    "retry.backoff.ms": 100,
+    "max.in.flight.requests.per.connection": 5,
+    "compression.type": "lz4",
+    "batch.size": 16384,
+    "linger.ms": 5,
+    # Java's default partitioner for keyed records: same key, same partition, any language.
+    "partitioner": "murmur2_random",
+}
+
+
+def producer_config(conn: Connection, client_id: str | None = None, **overrides: Any) -> dict[str, Any]:
+    cfg = conn.confluent() | STANDARD_SETTINGS
+    if client_id:
+        cfg["client.id"] = client_id
+    return cfg | {k.replace("_", "."): v for k, v in overrides.items()}
+
+
+def make_producer(conn: Connection | None = None, client_id: str | None = None, **overrides: Any):
+    """A bare confluent_kafka.Producer with the standard's settings (no validation)."""
+    from confluent_kafka import Producer
+
+    return Producer(producer_config(conn or Connection.from_env(), client_id, **overrides))
+
+
+class DeliveryFailed(RuntimeError):
+    """Records the broker did not acknowledge; the message lists the first errors."""
+
+
+@dataclass
+class Counts:
+    received: int = 0
+    accepted: int = 0
+    dead_lettered: int = 0
+    delivered: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def balanced(self) -> bool:
+        return self.received == self.accepted + self.dead_lettered
+
+
+def schemas_dir() -> Path:
+    return Path(os.environ.get("HANZO_STREAM_SCHEMAS", "schemas"))
+
+
+def registry_file() -> Path:
+    return Path(os.environ.get("HANZO_STREAM_REGISTRY", "topics.yaml"))
+
+
+class EventProducer:
+    """Validate, key and produce events; refused ones go to dead_letter, never dropped."""
+
+    def __init__(self, producer, registry: Registry, schemas: SchemaSet, stage: str,
+                 max_event_bytes: int = MAX_EVENT_BYTES):
+        self.producer = producer
+        self.router = Router(registry, Validator(schemas), max_event_bytes)
+        self.stage = f"producer:{stage}"
+        self.counts = Counts()
+
+    @classmethod
+    def connect(cls, conn: Connection | None = None, *, stage: str | None = None,
+                registry: Registry | None = None, schemas: SchemaSet | None = None,
+                client_id: str | None = None, **overrides: Any) -> EventProducer:
+        """From HANZO_STREAM_* (or `conn`), topics.yaml and schemas/ in the working directory."""
+        conn = conn or Connection.from_env()
+        stage = stage or conn.username or "unknown"
+        producer = make_producer(conn, client_id or stage, **overrides)
+        return cls(producer, registry or load_registry(registry_file()),
+                   schemas or load(schemas_dir()), stage)
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            self.counts.delivered += 1
+        else:
+            self.counts.failed += 1
+            if len(self.counts.errors) < 20:
+                self.counts.errors.append(f"{msg.topic()}: {err}")
+
+    def _produce(self, topic: str, value: bytes | None, key: bytes | None,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value, key, headers=headers, on_delivery=self._on_delivery)
+                return
+            except BufferError:  # local queue full: serve deliveries, then retry
+                self.producer.poll(0.05)
+
+    def _dispatch(self, outcome: Accepted | Refused) -> Accepted | Refused:
+        self.counts.received += 1
+        if isinstance(outcome, Accepted):
+            self._produce(outcome.topic, outcome.value, outcome.key)
+            self.counts.accepted += 1
+        else:
+            r = record(outcome, self.stage)
+            self._produce(r.topic, r.value, r.key, r.headers)
+            self.counts.dead_lettered += 1
+        return outcome
+
+    def send(self, event: Any) -> Accepted | Refused:
+        """Produce an event dict (see envelope.build); returns where it went and why."""
+        return self._dispatch(self.router.route_event(event))
+
+    def send_bytes(self, value: bytes | None, topic: str | None = None,
+                   key: bytes | None = None) -> Accepted | Refused:
+        """Produce serialized event bytes as received from elsewhere (checked byte by byte)."""
+        return self._dispatch(self.router.route_bytes(value, topic, key))
+
+    def poll(self, timeout: float = 0) -> int:
+        return self.producer.poll(timeout)
+
+    def flush(self, timeout: float = 30.0) -> int:
+        return self.producer.flush(timeout)
+
+    def flush_or_raise(self, timeout: float = 30.0) -> None:
+        left = self.flush(timeout)
+        if left or self.counts.failed:
+            raise DeliveryFailed(f"{left} record(s) unacknowledged after {timeout:.0f}s, "
+                                 f"{self.counts.failed} failed; first errors: {self.counts.errors[:5]}")

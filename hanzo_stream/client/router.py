@@ -1,0 +1,154 @@
+"""Decide where each record goes: its topic (valid) or dead_letter (anything else).
+
+Pure and in-process, so it is fuzzed with thousands of inputs: for every input exactly one
+outcome, never an exception, and a refused record always keeps its original bytes.
+Checks run cheapest first: size, UTF-8, JSON, schema, topic, key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..registry import Registry, Topic
+from .keying import key_for
+from .validator import Invalid, Validator
+
+MAX_EVENT_BYTES = 256 * 1024  # an event, not a blob: keeps dead_letter able to hold it whole
+UNKNOWN_TOPIC = "unknown"  # dead_letter key and source topic when an event maps to no topic
+
+
+@dataclass(frozen=True)
+class Accepted:
+    topic: str
+    key: bytes
+    value: bytes
+    event_type: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A record for dead_letter: the original bytes and why they were refused."""
+
+    source_topic: str
+    value: bytes | None
+    key: bytes | None
+    error: Invalid
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _utf8_error(value: bytes, e: UnicodeDecodeError) -> Invalid:
+    bad = value[e.start:e.start + 1].hex()
+    return Invalid("utf8.invalid", "(value)",
+                   f"the value is not valid UTF-8: byte 0x{bad} at offset {e.start} ({e.reason}); "
+                   "encode the event JSON as UTF-8")
+
+
+class Router:
+    """Maps records to topics with the registry and the validator; never raises on input."""
+
+    def __init__(self, registry: Registry, validator: Validator, max_event_bytes: int = MAX_EVENT_BYTES):
+        self.registry = registry
+        self.validator = validator
+        self.max_event_bytes = max_event_bytes
+        self._topic_of: dict[str, Topic] = {t: topic for topic in registry.topics
+                                            for t in topic.event_types}
+
+    def topic_for(self, event_type: str) -> Topic | None:
+        return self._topic_of.get(event_type)
+
+    def route_bytes(self, value: bytes | None, topic: str | None = None,
+                    key: bytes | None = None) -> Accepted | Refused:
+        """A serialized event as received (e.g. from an HTTP body): check everything."""
+        src = topic or UNKNOWN_TOPIC
+        if value is None:
+            return Refused(src, None, key, Invalid(
+                "json.malformed", "(value)", "the record has no value (a tombstone); send the event "
+                "JSON as the value"))
+        if len(value) > self.max_event_bytes:
+            return Refused(src, value, key, Invalid(
+                "size.too_large", "(value)", f"the event is {len(value)} bytes, over the "
+                f"{self.max_event_bytes}-byte limit; keep events small and put large payloads in "
+                "object storage, sending their URL"))
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return Refused(src, value, key, _utf8_error(value, e))
+        try:
+            event = json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            return Refused(src, value, key, Invalid(
+                "json.malformed", "(value)", "the JSON nests too deeply; flatten the event"))
+        except ValueError as e:  # JSONDecodeError, NaN/Infinity, integers past the digit limit
+            where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+            msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+            return Refused(src, value, key, Invalid(
+                "json.malformed", "(value)", f"the value is not valid JSON{where}: {msg}; send one "
+                "UTF-8 JSON object per record"))
+        return self._route(event, value, topic, key)
+
+    def route_event(self, event: Any) -> Accepted | Refused:
+        """An event built in-process (a dict): validate first, then serialize."""
+        bad = self.validator.check(event)
+        if bad is None:
+            try:
+                value = json.dumps(event, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=False).encode("utf-8")
+            except (TypeError, ValueError, UnicodeEncodeError) as e:
+                return self._unserializable(event, e)
+            if len(value) > self.max_event_bytes:
+                return self.route_bytes(value)  # refused with the size message
+            return self._accept(event, value, None, None)
+        value = self._dump_for_dead_letter(event)
+        return Refused(self._source_of(event, None), value, None, bad)
+
+    def _route(self, event: Any, value: bytes, topic: str | None, key: bytes | None):
+        bad = self.validator.check(event)
+        if bad is not None:
+            return Refused(self._source_of(event, topic), value, key, bad)
+        return self._accept(event, value, topic, key)
+
+    def _accept(self, event: dict, value: bytes, topic: str | None, key: bytes | None):
+        t = event["type"]
+        home = self.topic_for(t)
+        if home is None:
+            return Refused(topic or UNKNOWN_TOPIC, value, key, Invalid(
+                "event.unknown_type", "type", f"event type {t} is in schemas/ but no topic in "
+                "topics.yaml lists it; add it to a topic's event_types", t))
+        if topic is not None and topic != home.name:
+            return Refused(topic, value, key, Invalid(
+                "topic.mismatch", "type", f"`type` {t} belongs on topic {home.name}, not {topic}; "
+                f"produce it to {home.name}", t))
+        k = key_for(event, home.key, home.name, t)
+        if isinstance(k, Invalid):
+            return Refused(home.name, value, key, k)
+        if key is not None and key != k:
+            return Refused(home.name, value, key, Invalid(
+                "key.mismatch", home.key, f"the record key {key!r} differs from `{home.key}` "
+                f"{k.decode(errors='replace')!r}; key topic {home.name} by {home.key}", t))
+        return Accepted(home.name, k, value, t)
+
+    def _source_of(self, event: Any, topic: str | None) -> str:
+        if topic:
+            return topic
+        t = event.get("type") if isinstance(event, dict) else None
+        home = self.topic_for(t) if isinstance(t, str) else None
+        return home.name if home else UNKNOWN_TOPIC
+
+    @staticmethod
+    def _dump_for_dead_letter(event: Any) -> bytes:
+        try:
+            return json.dumps(event, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=True, default=repr).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError, RecursionError):
+            return repr(event).encode("utf-8", "backslashreplace")
+
+    def _unserializable(self, event: Any, e: Exception) -> Refused:
+        kind = "a float NaN/Infinity" if isinstance(e, ValueError) and "nan" in str(e).lower() else str(e)
+        return Refused(self._source_of(event, None), self._dump_for_dead_letter(event), None, Invalid(
+            "json.unserializable", "(event)", f"the event cannot be written as JSON ({kind}); use "
+            "only strings, integers, booleans, null, lists and objects", event.get("type", "")))

@@ -1,0 +1,125 @@
+"""Load schemas/: the envelope, shared definitions and one schema per event type.
+
+Layout (docs/schemas.md):
+    schemas/hanzo.stream.v1.json          the envelope
+    schemas/defs/<name>.json              definitions shared by several event types
+    schemas/events/<event type>.json      one per event type in topics.yaml
+    schemas/examples/<event type>/{valid,invalid}/*.json
+
+Every schema names itself with an absolute `$id` under BASE_ID and refers to others by
+that `$id`, so the same files resolve the same way in the validator, the compatibility
+gate and the schema registry.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from referencing import Registry as RefRegistry
+from referencing import Resource
+from referencing.jsonschema import DRAFT202012
+
+BASE_ID = "https://schemas.hanzo.ai/stream/"
+ENVELOPE = "hanzo.stream.v1"
+ENVELOPE_ID = f"{BASE_ID}{ENVELOPE}.json"
+DEAD_LETTER_TYPE = "stream.dead_letter"
+EXAMPLES_DIR = "examples"
+
+
+class SchemaFileError(ValueError):
+    """A schema file that is not JSON or not an object; the message names the file."""
+
+
+@dataclass(frozen=True)
+class SchemaSet:
+    """Every schema file under one root, keyed by its path relative to the root."""
+
+    root: Path
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @cached_property
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        return {s["$id"]: s for s in self.files.values() if isinstance(s.get("$id"), str)}
+
+    @cached_property
+    def events(self) -> dict[str, dict[str, Any]]:
+        """Event type -> its schema (file schemas/events/<type>.json)."""
+        return {Path(p).stem: s for p, s in self.files.items() if p.startswith("events/")}
+
+    @cached_property
+    def refs(self) -> RefRegistry:
+        """A referencing registry holding every schema, for jsonschema validators."""
+        return RefRegistry().with_resources(
+            (i, Resource.from_contents(s, default_specification=DRAFT202012))
+            for i, s in self.by_id.items())
+
+    def path_of(self, event_type: str) -> Path:
+        return self.root / "events" / f"{event_type}.json"
+
+    def bundle(self, event_type: str) -> dict[str, Any]:
+        """The event's schema with every `$ref` to another file inlined: self-contained.
+
+        Registries differ in how (and whether) they resolve references offline; a bundle
+        needs none, and its compatibility check sees the whole structure.
+        """
+        return self.inline(self.events[event_type])
+
+    def inline(self, schema: dict[str, Any]) -> dict[str, Any]:
+        def walk(node: Any, seen: tuple[str, ...]) -> Any:
+            if isinstance(node, dict):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref in self.by_id:
+                    if ref in seen:
+                        raise SchemaFileError(f"circular $ref through {ref}")
+                    target = {k: v for k, v in self.by_id[ref].items()
+                              if k not in ("$schema", "$id")}
+                    rest = {k: v for k, v in node.items() if k != "$ref"}
+                    return walk({**copy.deepcopy(target), **rest}, (*seen, ref))
+                return {k: walk(v, seen) for k, v in node.items()}
+            if isinstance(node, list):
+                return [walk(v, seen) for v in node]
+            return node
+
+        return walk(schema, ())
+
+
+def read_file(path: Path, rel: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SchemaFileError(f"{rel}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise SchemaFileError(f"{rel}: a schema must be a JSON object")
+    return data
+
+
+def schema_paths(root: Path) -> list[str]:
+    """Relative paths of the schema files (examples excluded), sorted."""
+    if not root.is_dir():
+        return []
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.json")
+                  if p.relative_to(root).parts[0] != EXAMPLES_DIR)
+
+
+def load(root: str | Path = "schemas") -> SchemaSet:
+    root = Path(root)
+    return SchemaSet(root, {rel: read_file(root / rel, rel) for rel in schema_paths(root)})
+
+
+def from_texts(root: Path, texts: dict[str, str]) -> SchemaSet:
+    """A SchemaSet from file contents (e.g. read with `git show`); bad files raise."""
+    files = {}
+    for rel, text in texts.items():
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SchemaFileError(f"{rel}: not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise SchemaFileError(f"{rel}: a schema must be a JSON object")
+        files[rel] = data
+    return SchemaSet(root, files)
