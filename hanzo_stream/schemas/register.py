@@ -56,7 +56,11 @@ def plan_subjects(schemas: SchemaSet, registry: Registry) -> list[tuple[str, str
 
 
 def client(url: str, basic_auth: str | None = None):
-    from confluent_kafka.schema_registry import SchemaRegistryClient
+    import warnings
+
+    with warnings.catch_warnings():  # authlib's httpx deprecation notice, printed on import
+        warnings.simplefilter("ignore")
+        from confluent_kafka.schema_registry import SchemaRegistryClient
 
     conf: dict[str, Any] = {"url": url}
     if basic_auth:
