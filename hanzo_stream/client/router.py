@@ -70,10 +70,7 @@ class Router:
                 "json.malformed", "(value)", "the record has no value (a tombstone); send the event "
                 "JSON as the value"))
         if len(value) > self.max_event_bytes:
-            return Refused(src, value, key, Invalid(
-                "size.too_large", "(value)", f"the event is {len(value)} bytes, over the "
-                f"{self.max_event_bytes}-byte limit; keep events small and put large payloads in "
-                "object storage, sending their URL"))
+            return Refused(src, value, key, self._too_large(value))
         try:
             text = value.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -101,10 +98,16 @@ class Router:
             except (TypeError, ValueError, UnicodeEncodeError) as e:
                 return self._unserializable(event, e)
             if len(value) > self.max_event_bytes:
-                return self.route_bytes(value)  # refused with the size message
+                return Refused(self._source_of(event, None), value, None,
+                               self._too_large(value, event["type"]))
             return self._accept(event, value, None, None)
         value = self._dump_for_dead_letter(event)
         return Refused(self._source_of(event, None), value, None, bad)
+
+    def _too_large(self, value: bytes, schema: str = "") -> Invalid:
+        return Invalid("size.too_large", "(value)", f"the event is {len(value)} bytes, over the "
+                       f"{self.max_event_bytes}-byte limit; keep events small and put large "
+                       "payloads in object storage, sending their URL", schema)
 
     def _route(self, event: Any, value: bytes, topic: str | None, key: bytes | None):
         bad = self.validator.check(event)

@@ -1,0 +1,333 @@
+"""The client library without a broker: envelopes, validator, router (bad input), dead-letter
+records, producer settings and the consumer factory's group check."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import time
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hanzo_stream import dead_letter as dl
+from hanzo_stream.client import envelope
+from hanzo_stream.client.consumer import UnknownGroup, consumer_config, group_for
+from hanzo_stream.client.dead_letters import DEAD_LETTER_MAX_VALUE, headers_dict, record
+from hanzo_stream.client.producer import STANDARD_SETTINGS, producer_config
+from hanzo_stream.client.router import UNKNOWN_TOPIC, Accepted, Refused, Router
+from hanzo_stream.client.validator import Validator
+from hanzo_stream.connection import Connection
+from hanzo_stream.schemas.store import DEAD_LETTER_TYPE, load
+
+ROOT = Path(__file__).resolve().parents[2]
+UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+@pytest.fixture(scope="module")
+def schemas():
+    return load(ROOT / "schemas")
+
+
+@pytest.fixture(scope="module")
+def router(registry, schemas) -> Router:
+    return Router(registry, Validator(schemas))
+
+
+def llm(**over):
+    e = envelope.build("llm.usage.completed", "llm-gateway", {
+        "request_id": "r-1", "model": "gpt-4o", "provider": "openai", "prompt_tokens": 10,
+        "completion_tokens": 5, "total_tokens": 15, "cost_micros": 42}, team_id="team_1", org_id="org_1")
+    e.update(over)
+    return e
+
+
+def agent(**data):
+    return envelope.build("agent.rpc.metered", "agent-gateway", {
+        "agent_id": "agent_7", "method": "tools.search", "duration_ms": 3, "units": 1,
+        "cost_micros": 10, **data})
+
+
+# envelope
+
+
+def test_ids_are_uuid7_time_ordered_and_unique():
+    ids = [envelope.new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    assert all(UUID7.match(i) for i in ids)
+    assert uuid.UUID(ids[0]).version == 7
+    now_ms = time.time_ns() // 1_000_000
+    assert abs(int(ids[-1].replace("-", "")[:12], 16) - now_ms) < 5_000
+    assert envelope.new_id(ms=1) < envelope.new_id(ms=2)
+
+
+def test_timestamps_are_utc_with_exactly_milliseconds():
+    t = datetime(2026, 11, 22, 12, 0, 0, 123999, tzinfo=timezone(timedelta(hours=2)))
+    assert envelope.iso_ms(t) == "2026-11-22T10:00:00.123Z"
+    assert envelope.iso_ms(datetime(2026, 1, 1, tzinfo=UTC)) == "2026-01-01T00:00:00.000Z"
+    with pytest.raises(ValueError, match="naive"):
+        envelope.iso_ms(datetime(2026, 1, 1))
+
+
+def test_built_envelopes_validate(schemas):
+    v = Validator(schemas)
+    assert v.check(llm()) is None
+    e = llm()
+    assert list(e) == ["schema", "id", "type", "source", "timestamp", "team_id", "org_id", "data"]
+
+
+# validator
+
+
+@pytest.mark.parametrize(("mutate", "error_class", "field", "words"), [
+    (lambda e: e["data"].update(cost_micros=4.2), "schema.type", "data.cost_micros", "integer"),
+    (lambda e: e["data"].update(cost_micros=42.0), "schema.type", "data.cost_micros", "decimal point"),
+    (lambda e: e["data"].update(cost_micros=True), "schema.type", "data.cost_micros", "boolean"),
+    (lambda e: e["data"].update(total_tokens="15"), "schema.type", "data.total_tokens", "no quotes"),
+    (lambda e: e["data"].pop("provider"), "schema.required", "data.provider", "missing"),
+    (lambda e: e.pop("team_id"), "schema.required", "team_id", "requires it"),
+    (lambda e: e.update(timestamp="2026-11-22T10:00:00Z"), "schema.value", "timestamp", "add .000"),
+    (lambda e: e.update(timestamp="2026-11-22T10:00:00.12Z"), "schema.value", "timestamp", "milliseconds"),
+    (lambda e: e.update(timestamp="2026-11-22T10:00:00.123+00:00"), "schema.value", "timestamp", "UTC"),
+    (lambda e: e.update(timestamp="2026-11-22T10:00:00.123Z\n"), "schema.value", "timestamp", "e.g."),
+    (lambda e: e.update(timestamp=1763805600123), "schema.type", "timestamp", "string"),
+    (lambda e: e.update(id="not-an-id"), "schema.value", "id", "UUIDv7"),
+    (lambda e: e.update(schema="hanzo.stream.v0"), "schema.value", "schema", "hanzo.stream.v1"),
+    (lambda e: e.update(tenant="x"), "schema.unknown_field", "tenant", "allowed"),
+    (lambda e: e.update(type="llm.usage.started"), "event.unknown_type", "type", "llm.usage.completed"),
+    (lambda e: e.update(data=[1]), "schema.type", "data", "object"),
+    (lambda e: e["data"].update(prompt_tokens=-1), "schema.value", "data.prompt_tokens", ">= 0"),
+    (lambda e: e["data"].update(model=""), "schema.value", "data.model", "at least 1"),
+])
+def test_validator_names_the_field_and_the_fix(schemas, mutate, error_class, field, words):
+    e = llm()
+    mutate(e)
+    bad = Validator(schemas).check(e)
+    assert bad is not None
+    assert (bad.error_class, bad.field) == (error_class, field), bad
+    assert words in bad.message, bad.message
+
+
+def test_validator_suggests_the_envelope_field_meant(schemas):
+    e = llm()
+    e["teamid"] = "team_1"
+    bad = Validator(schemas).check(e)
+    assert bad.error_class == "schema.unknown_field" and "did you mean `team_id`" in bad.message
+
+
+def test_validator_compiles_each_type_once(schemas):
+    v = Validator(schemas)
+    v.check(llm())
+    first = v.compiled("llm.usage.completed")
+    v.check(llm())
+    assert v.compiled("llm.usage.completed") is first
+
+
+def test_dead_letter_type_is_not_producible_as_an_envelope(schemas):
+    assert DEAD_LETTER_TYPE not in Validator(schemas).types
+
+
+def test_fast_and_detailed_paths_agree_on_examples(schemas):
+    v = Validator(schemas)
+    for path in (ROOT / "schemas/examples").glob("*/*/*.json"):
+        if path.parts[-3] == DEAD_LETTER_TYPE:
+            continue
+        doc = json.loads(path.read_text())
+        event = doc.get("event", doc) if path.parts[-2] == "invalid" else doc
+        c = v.compiled(event["type"]) if isinstance(event.get("type"), str) else None
+        if c is None:
+            continue
+        # the hot path (fastjsonschema + the no-float check) vs jsonschema with strict integers
+        assert (v.check(event) is None) == c.detailed.is_valid(event), path
+
+
+# router and bad input
+
+
+def test_valid_event_is_keyed_by_the_registry_key(router):
+    out = router.route_event(llm())
+    assert isinstance(out, Accepted)
+    assert (out.topic, out.key) == ("llm_usage", b"team_1")
+    assert json.loads(out.value) == llm() | {"id": json.loads(out.value)["id"],
+                                              "timestamp": json.loads(out.value)["timestamp"]}
+
+
+def test_key_from_data_when_not_on_the_envelope(router):
+    out = router.route_event(agent())
+    assert isinstance(out, Accepted) and (out.topic, out.key) == ("agent_rpc_metering", b"agent_7")
+
+
+def test_audit_and_billing_are_keyed_by_org(router, schemas):
+    iam = envelope.build("iam.auth.login_failure", "iam-service", {
+        "actor_id": "u1", "actor_type": "user", "outcome": "failure", "reason": "bad_password"},
+        org_id="org_9")
+    assert router.route_event(iam).key == b"org_9"
+    bid = hashlib.sha256(b"t|o|2026-11-22T10:00:00.000Z").hexdigest()
+    bill = envelope.build("billing.usage.hourly", "hanzo-stream/billing-agg", {
+        "billing_id": bid, "team_id": "t", "org_id": "o", "window_start": "2026-11-22T10:00:00.000Z",
+        "window_end": "2026-11-22T11:00:00.000Z", "prompt_tokens": 1, "completion_tokens": 1,
+        "total_tokens": 2, "cost_micros": 3, "request_count": 1}, team_id="t", org_id="o")
+    out = router.route_event(bill)
+    assert (out.topic, out.key) == ("billing_events", b"o")
+
+
+BAD_BYTES = [
+    ("malformed JSON", b'{"schema": "hanzo.stream.v1", "id": ', "json.malformed", "line 1 column"),
+    ("not an object", b"[1, 2, 3]", "schema.type", "JSON object"),
+    ("NaN", b'{"a": NaN}', "json.malformed", "NaN"),
+    ("invalid UTF-8", b'{"type": "\xff\xfe"}', "utf8.invalid", "offset 10"),
+    ("UTF-16", '{"a": 1}'.encode("utf-16"), "utf8.invalid", "UTF-8"),
+    ("empty", b"", "json.malformed", "not valid JSON"),
+    ("tombstone", None, "json.malformed", "tombstone"),
+    ("deep nesting", b"[" * 100_000 + b"]" * 100_000, None, None),  # size or recursion, never a crash
+    ("huge integer", b'{"a": ' + b"9" * 5000 + b"}", "json.malformed", "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("value", "error_class", "words"), [c[1:] for c in BAD_BYTES],
+                         ids=[c[0] for c in BAD_BYTES])
+def test_bad_bytes_are_refused_with_their_original_bytes(router, value, error_class, words):
+    out = router.route_bytes(value, topic="llm_usage")
+    assert isinstance(out, Refused)
+    assert out.value == value and out.source_topic == "llm_usage"
+    if error_class:
+        assert out.error.error_class == error_class
+        assert words in out.error.message, out.error.message
+
+
+def test_oversized_payload(registry, schemas):
+    r = Router(registry, Validator(schemas), max_event_bytes=1000)
+    big = llm()
+    big["data"]["model"] = "m" * 2000
+    out = r.route_event(big)
+    assert isinstance(out, Refused) and out.error.error_class == "size.too_large"
+    assert "1000-byte limit" in out.error.message and out.source_topic == "llm_usage"
+    assert json.loads(out.value)["data"]["model"] == "m" * 2000
+
+
+def test_null_and_wrong_keys(router):
+    e = agent()
+    e["data"].pop("agent_id")
+    out = router.route_event(e)
+    assert out.error.error_class == "schema.required" and out.error.field == "data.agent_id"
+    value = json.dumps(llm()).encode()
+    out = router.route_bytes(value, topic="llm_usage", key=b"team_2")
+    assert out.error.error_class == "key.mismatch" and "team_id" in out.error.message
+    assert isinstance(router.route_bytes(value, topic="llm_usage", key=b"team_1"), Accepted)
+
+
+def test_event_for_another_topic(router):
+    out = router.route_bytes(json.dumps(llm()).encode(), topic="audit_log")
+    assert out.error.error_class == "topic.mismatch" and "llm_usage" in out.error.message
+    assert out.source_topic == "audit_log"
+
+
+def test_unknown_type_goes_to_the_unknown_source(router):
+    out = router.route_event(llm(type="llm.usage.exploded"))
+    assert out.source_topic == UNKNOWN_TOPIC and out.error.error_class == "event.unknown_type"
+
+
+def test_unserializable_event_is_dead_lettered_not_raised(router):
+    e = llm()
+    e["data"]["extra"] = {1, 2}  # a set: data is open, so it validates but cannot be JSON
+    out = router.route_event(e)
+    assert isinstance(out, Refused) and out.error.error_class == "json.unserializable"
+    assert b"extra" in out.value
+
+
+def test_lone_surrogate_key_is_refused(router):
+    value = json.dumps(llm(team_id="\ud800")).encode()
+    out = router.route_bytes(value)
+    assert out.error.error_class == "key.invalid" and out.value == value
+
+
+# dead-letter records
+
+
+def test_dead_letter_record_carries_provenance(router, schemas):
+    from jsonschema import Draft202012Validator
+
+    out = router.route_bytes(b'{"oops', topic="llm_usage", key=b"team_1")
+    rec = record(out, "producer:llm-gateway", failed_at="2026-11-22T10:00:00.000Z")
+    assert (rec.topic, rec.key, rec.value) == (dl.TOPIC, b"llm_usage", b'{"oops')
+    h = headers_dict(rec.headers)
+    assert h[dl.H_SOURCE_PARTITION] == h[dl.H_SOURCE_OFFSET] == "-1"
+    assert h[dl.H_ERROR_CLASS] == "json.malformed" and h[dl.H_ORIGINAL_KEY] == "team_1"
+    assert h[dl.H_STAGE] == "producer:llm-gateway"
+    Draft202012Validator(schemas.events[DEAD_LETTER_TYPE]).validate(h)
+
+
+def test_values_too_large_for_dead_letter_are_cut_visibly(registry, schemas):
+    r = Router(registry, Validator(schemas), max_event_bytes=100)
+    value = b"x" * (DEAD_LETTER_MAX_VALUE + 10)
+    rec = record(r.route_bytes(value, topic="llm_usage"), "producer:t")
+    h = headers_dict(rec.headers)
+    assert len(rec.value) == DEAD_LETTER_MAX_VALUE and value.startswith(rec.value)
+    assert h[dl.H_TRUNCATED] == "true" and h[dl.H_ORIGINAL_SIZE] == str(len(value))
+    assert h[dl.H_ORIGINAL_SHA256] == hashlib.sha256(value).hexdigest()
+
+
+# producer and consumer settings
+
+
+def test_producer_uses_the_standard_settings():
+    cfg = producer_config(Connection("127.0.0.1:9093", username="u", password="p", ca_file="/ca"))
+    assert {k: cfg[k] for k in STANDARD_SETTINGS} == {
+        "acks": "all", "enable.idempotence": True, "retries": 3, "retry.backoff.ms": 100,
+        "max.in.flight.requests.per.connection": 5, "compression.type": "lz4", "batch.size": 16384,
+        "linger.ms": 5, "partitioner": "murmur2_random"}
+    assert cfg["security.protocol"] == "SASL_SSL" and cfg["sasl.username"] == "u"
+
+
+def test_producer_connection_comes_from_the_environment(monkeypatch):
+    from hanzo_stream.client.producer import make_producer
+
+    monkeypatch.delenv("HANZO_STREAM_BOOTSTRAP", raising=False)
+    from hanzo_stream.connection import ConnectionError_
+
+    with pytest.raises(ConnectionError_, match="HANZO_STREAM_BOOTSTRAP"):
+        make_producer()
+
+
+def test_consumer_groups_must_come_from_the_registry(registry):
+    with pytest.raises(UnknownGroup, match=r"'analytics' is not in .*known groups: .*analytics-ingest"):
+        group_for(registry, "analytics")
+    with pytest.raises(UnknownGroup, match="reads llm_usage"):
+        group_for(registry, "billing-agg", ["audit_log"])
+    g = group_for(registry, "billing-agg", ["llm_usage"])
+    cfg = consumer_config(g, Connection("127.0.0.1:9093"))
+    assert cfg["group.id"] == "billing-agg" and cfg["enable.auto.offset.store"] is False
+
+
+def test_make_consumer_refuses_before_connecting(registry):
+    from hanzo_stream.client.consumer import make_consumer
+
+    with pytest.raises(UnknownGroup):
+        make_consumer("my-adhoc-group", Connection("127.0.0.1:1"), registry=registry)
+
+
+def test_counts_balance_in_process(registry, schemas):
+    from hanzo_stream.client.producer import EventProducer
+
+    class Recorder:
+        """Stands in for librdkafka's queue only; the delivery path is tested on a real broker."""
+
+        def __init__(self):
+            self.records = []
+
+        def produce(self, topic, value, key, headers=None, on_delivery=None):
+            self.records.append((topic, key, value, headers))
+
+    p = EventProducer(Recorder(), registry, schemas, "t")
+    good, bad = llm(), copy.deepcopy(llm())
+    bad["data"]["cost_micros"] = "1"
+    p.send(good)
+    p.send(bad)
+    p.send_bytes(b"\xff")
+    assert (p.counts.received, p.counts.accepted, p.counts.dead_lettered) == (3, 1, 2)
+    assert p.counts.balanced
+    assert [r[0] for r in p.producer.records] == ["llm_usage", "dead_letter", "dead_letter"]
