@@ -49,25 +49,25 @@ EVENT_COLUMNS = ["id", "team_id", "org_id", "event", "distinct_id", "timestamp",
 
 
 def _rows(checked):
-    """Event columns for valid rows, raw bytes only for invalid ones (keeps Arrow small)."""
+    """Event columns for valid rows, raw bytes only for invalid ones (keeps Arrow small).
+
+    The validity test is evaluated once per row (one struct per side), not once per column.
+    """
     ok = F.col("error_class").isNull()
-
-    def when_ok(c):
-        return F.when(ok, c)
-
+    event = F.struct(
+        F.col("e.id").alias("id"), F.col("e.team_id").alias("team_id"),
+        F.col("e.org_id").alias("org_id"), F.col("e.data.event").alias("event"),
+        F.col("e.data.distinct_id").alias("distinct_id"), F.col("event_time").alias("timestamp"),
+        F.coalesce(F.col("e.data.properties"), F.lit("{}")).alias("properties"),
+        F.col("e.data.session_id").alias("session_id"), F.col("e.data.url").alias("url"),
+        F.col("e.source").alias("source"))
+    raw = F.struct(F.col("key").alias("key"), F.col("value").alias("value"))
     return checked.select(
-        when_ok(F.col("e.id")).alias("id"), when_ok(F.col("e.team_id")).alias("team_id"),
-        when_ok(F.col("e.org_id")).alias("org_id"), when_ok(F.col("e.data.event")).alias("event"),
-        when_ok(F.col("e.data.distinct_id")).alias("distinct_id"),
-        when_ok(F.col("event_time")).alias("timestamp"),
-        when_ok(F.coalesce(F.col("e.data.properties"), F.lit("{}"))).alias("properties"),
-        when_ok(F.col("e.data.session_id")).alias("session_id"),
-        when_ok(F.col("e.data.url")).alias("url"), when_ok(F.col("e.source")).alias("source"),
+        F.when(ok, event).alias("ev"), F.when(~ok, raw).alias("raw"),
         F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
-        F.col("kafka_timestamp").alias("_kafka_timestamp"),
-        "topic", F.when(~ok, F.col("key")).alias("key"), F.when(~ok, F.col("value")).alias("value"),
-        "error_class", "error_message",
-    )
+        F.col("kafka_timestamp").alias("_kafka_timestamp"), "topic", "error_class", "error_message",
+    ).select("ev.*", "_partition", "_offset", "_kafka_timestamp", "topic", "raw.*",
+             "error_class", "error_message")
 
 
 def build(ctx: JobContext) -> list:

@@ -77,6 +77,10 @@ def start(name: str, home: Path, conn_env: Mapping[str, str], *, once: bool = Fa
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
                                 cwd=str(cwd or Path.cwd()), start_new_session=True)
     (d / "job.json").write_text(json.dumps({"pid": proc.pid, "started": time.time(), "cmd": cmd}))
+    # Until the child has exec'd, /proc shows our own command line; wait for it to be the job.
+    deadline = time.monotonic() + 10
+    while not _alive(proc.pid, name) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     return proc.pid
 
 

@@ -167,10 +167,13 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         failed = [q for q in queries if q.exception() is not None]
         for q in failed:
             log.error("query %s failed: %s", q.name, q.exception())
-        # The listener is asynchronous: commit the final progress here, synchronously.
+        # The listener is asynchronous: commit the final progress here, synchronously
+        # (bounded: a broker that is gone must not keep the job from exiting).
         for q in queries:
             committer.record(q.name, end_offsets(q.lastProgress))
-        committer.commit()
+        final = threading.Thread(target=committer.record_and_commit, args=("", None), daemon=True)
+        final.start()
+        final.join(30)
         return 1 if failed else 0
     finally:
         for q in queries:

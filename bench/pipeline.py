@@ -1,0 +1,433 @@
+"""Pipeline benchmark: 2 KB events at a fixed rate through analytics-ingest and billing-agg.
+
+    python bench/pipeline.py [--rate 5000] [--llm-rate 500] [--duration 60] [--no-doc]
+
+One run, on its own local broker (SASL_SSL, ACLs, the registry applied by the reconciler):
+1. live: producer processes write 2 KB insights events at --rate into events_plugin_ingestion
+   (16 partitions) and llm.usage events at --llm-rate into llm_usage, while both jobs run
+   continuously; lag (committed offsets vs end offsets, what a lag exporter sees) is sampled
+   every second, and analytics-ingest reports produced -> queryable latency per row;
+2. catch-up: each job alone, from a fresh checkpoint, over everything produced (the job's
+   sustained maximum: rows / time spent in micro-batches);
+3. ceiling: Kafka's own ConsumerPerformance reads the same events_plugin_ingestion data.
+Writes docs/pipeline-lag.png and the "## Pipeline" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hanzo_stream.connection import Connection  # noqa: E402
+from hanzo_stream.jobs import process as jobs  # noqa: E402
+from hanzo_stream.jobs.kafka_out import PRODUCER_DEFAULTS  # noqa: E402
+from hanzo_stream.local import credentials, jars, kafka  # noqa: E402
+from hanzo_stream.reconcile.secrets import env_name  # noqa: E402
+from hanzo_stream.registry import load_registry  # noqa: E402
+
+EVENTS, LLM = "events_plugin_ingestion", "llm_usage"
+PLOT = ROOT / "docs" / "pipeline-lag.png"
+EVENT_BYTES = 2048
+
+
+# ---------------------------------------------------------------- producers
+
+def uuid7() -> str:
+    """A UUIDv7 (time-ordered), as the client library generates for envelope ids."""
+    ms = int(time.time() * 1000)
+    r = int.from_bytes(os.urandom(10))
+    return str(uuid.UUID(int=(ms << 80) | (0x7 << 76) | ((r >> 62) & 0xFFF) << 64 | (0b10 << 62)
+                         | (r & ((1 << 62) - 1))))
+
+
+def _insights(i: int, pad: str) -> tuple[str, str]:
+    team = f"team-{i % 64}"
+    now = time.time()
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    head = (f'{{"schema":"hanzo.stream.v1","id":"{uuid7()}","type":"insights.event.captured",'
+            f'"source":"bench","timestamp":"{ts}","team_id":"{team}","data":{{"event":"$pageview",'
+            f'"distinct_id":"user-{i}","url":"https://hanzo.ai/p/{i % 1000}",'
+            '"properties":{"$browser":"Chrome","blob":"')
+    tail = '"}}}'
+    fill = EVENT_BYTES - len(head) - len(tail)
+    start = i % 4096
+    return team, head + pad[start:start + fill] + tail
+
+
+def _usage(i: int, pad: str) -> tuple[str, str]:
+    team = f"team-{i % 64}"
+    now = time.time()
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    n = i % 97
+    doc = {"schema": "hanzo.stream.v1", "id": uuid7(), "type": "llm.usage.completed",
+           "source": "bench", "timestamp": ts, "team_id": team, "org_id": f"org-{i % 16}",
+           "data": {"request_id": f"req-{i}", "model": "zen-1", "provider": "hanzo",
+                    "prompt_tokens": 100 + n, "completion_tokens": 10 * n, "total_tokens": 100 + 11 * n,
+                    "cost_micros": 1234 * n}}
+    return team, json.dumps(doc)
+
+
+def produce_at_rate(conf: dict, topic: str, rate: float, duration: float, kind: str, out) -> None:
+    """A fixed-rate producer (ticks of 10 ms); reports (sent, seconds) on `out`."""
+    from confluent_kafka import Producer
+
+    p = Producer(conf | PRODUCER_DEFAULTS | {"queue.buffering.max.kbytes": 262144})
+    make = _insights if kind == "insights" else _usage
+    pad = os.urandom(4096).hex()
+    start = time.monotonic()
+    sent = 0
+    while True:
+        elapsed = time.monotonic() - start
+        if elapsed >= duration:
+            break
+        due = int(rate * elapsed)
+        while sent < due:
+            key, value = make(sent, pad)
+            try:
+                p.produce(topic, key=key, value=value)
+                sent += 1
+            except BufferError:
+                p.poll(0.005)
+        p.poll(0)
+        time.sleep(0.01)
+    p.flush(60)
+    out.put((topic, sent, time.monotonic() - start))
+
+
+# ---------------------------------------------------------------- lag sampling
+
+@dataclass
+class LagSampler:
+    """Committed vs end offsets per group, once a second: what kafka_exporter would chart."""
+
+    admin_conf: dict
+    groups: dict[str, str]  # group -> topic
+    samples: list[tuple[float, dict[str, int], dict[str, int]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def lag(self) -> tuple[dict[str, int], dict[str, int]]:
+        from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self.admin_conf)
+        c = Consumer(self.admin_conf | {"group.id": "bench-lag-sampler"})
+        lags, ends_total = {}, {}
+        try:
+            for group, topic in self.groups.items():
+                parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+                tps = [TopicPartition(topic, p) for p in parts]
+                ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+                res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
+                committed = {tp.partition: tp.offset for tp in res[group].result().topic_partitions}
+                lags[group] = sum(e - max(committed.get(p, -1), 0) for p, e in ends.items())
+                ends_total[group] = sum(ends.values())
+        finally:
+            c.close()
+        return lags, ends_total
+
+    def run(self, t0: float) -> None:
+        while not self._stop.is_set():
+            try:
+                lags, ends = self.lag()
+                self.samples.append((time.monotonic() - t0, lags, ends))
+            except Exception as e:  # keep sampling
+                print(f"lag sample failed: {e}", file=sys.stderr)
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# ---------------------------------------------------------------- job metrics
+
+def read_metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def latency_quantiles(metrics: list[dict], qs=(0.5, 0.99)) -> dict[float, float]:
+    hist: dict[int, int] = {}
+    for m in metrics:
+        if m["kind"] == "batch":
+            for b, c in m.get("latency_ms", {}).items():
+                hist[int(b)] = hist.get(int(b), 0) + c
+    total = sum(hist.values())
+    out = {}
+    for q in qs:
+        target, seen = q * total, 0
+        for b in sorted(hist):
+            seen += hist[b]
+            if seen >= target:
+                out[q] = b + 10  # bucket upper bound
+                break
+    return out
+
+
+def catch_up_rate(metrics: list[dict]) -> tuple[int, float, dict[str, float]]:
+    """(rows, seconds inside micro-batches, where the time went) from query progress."""
+    rows, seconds, parts = 0, 0.0, {}
+    for m in metrics:
+        if m["kind"] != "progress":
+            continue
+        p = m["progress"]
+        rows += p["numInputRows"]
+        seconds += p["durationMs"].get("triggerExecution", 0) / 1000
+        for k, v in p["durationMs"].items():
+            parts[k] = parts.get(k, 0) + v / 1000
+    for m in metrics:
+        if m["kind"] == "batch":
+            for k in ("collect_s", "insert_s", "dead_letter_s"):
+                if k in m:
+                    parts[k] = parts.get(k, 0) + m[k]
+    return rows, seconds, parts
+
+
+# ---------------------------------------------------------------- the run
+
+def consumer_perf(conn: Connection, topic: str, messages: int, home: Path) -> dict[str, float]:
+    props = home / "perf.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in conn.java().items()))
+    cmd = ["java", "-Xmx512m", "-cp", jars.kafka_classpath(), "org.apache.kafka.tools.ConsumerPerformance",
+           "--bootstrap-server", conn.bootstrap, "--topic", topic, "--messages", str(messages),
+           "--consumer.config", str(props), "--group", f"bench-perf-{uuid.uuid4().hex[:6]}",
+           "--timeout", "60000"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    header = [h.strip() for h in lines[-2].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    row = dict(zip(header, values, strict=True))
+    return {"MB": float(row["data.consumed.in.MB"]), "MB/s": float(row["MB.sec"]),
+            "msgs": float(row["data.consumed.in.nMsg"]), "msgs/s": float(row["nMsg.sec"]),
+            "fetch MB/s": float(row["fetch.MB.sec"]), "fetch msgs/s": float(row["fetch.nMsg.sec"])}
+
+
+def plot(samples, rate: float, llm_rate: float, produce_end: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=110)
+    for group, color in (("analytics-ingest", "tab:blue"), ("billing-agg", "tab:orange")):
+        xs = [t for t, lags, _ in samples if group in lags]
+        ys = [lags[group] for _, lags, _ in samples if group in lags]
+        ax.plot(xs, ys, label=f"{group} lag (records)", color=color)
+    ax.axvline(produce_end, color="grey", linestyle="--", label="producers stop")
+    ax.set_xlabel("seconds since producers started")
+    ax.set_ylabel("consumer-group lag (records)")
+    ax.set_title(f"Lag over time: {rate:,.0f} ev/s x 2 KB into {EVENTS}, {llm_rate:,.0f} ev/s into {LLM}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rate", type=float, default=5000, help="insights events/s (2 KB each)")
+    ap.add_argument("--llm-rate", type=float, default=500, help="llm.usage events/s")
+    ap.add_argument("--duration", type=float, default=60, help="seconds of producing")
+    ap.add_argument("--producers", type=int, default=1, help="insights producer processes")
+    ap.add_argument("--drain-timeout", type=float, default=300)
+    ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/ alone")
+    ap.add_argument("--keep", action="store_true", help="keep the run's state directory")
+    args = ap.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="hs-bench-pipeline-"))
+    registry = load_registry(ROOT / "topics.yaml")
+    creds = credentials.load_or_create(home / "credentials.json", sorted(registry.principal_names()))
+    cluster = kafka.start(home / "kafka", creds, heap_mb=1024)
+    started: list[tuple[str, Path]] = []
+    try:
+        _apply_registry(cluster, creds, registry)
+        admin = cluster.connection("admin", creds.admin)
+        base_env = {"HANZO_STREAM_BOOTSTRAP": cluster.bootstrap,
+                    "HANZO_STREAM_SECURITY_PROTOCOL": "SASL_SSL",
+                    "HANZO_STREAM_SASL_MECHANISM": "SCRAM-SHA-512",
+                    "HANZO_STREAM_CA_FILE": cluster.ca_file}
+        env = base_env | {env_name(p): creds.password(p) for p in ("analytics-ingest", "billing-aggregator")}
+        live = home / "live"
+        metrics = {n: home / f"{n}.live.jsonl" for n in ("analytics-ingest", "billing-agg")}
+
+        # 1. live ----------------------------------------------------------------
+        for name in ("analytics-ingest", "billing-agg"):
+            jobs.start(name, live, env, registry=ROOT / "topics.yaml", consumers=ROOT / "consumers",
+                       cwd=ROOT, extra_env={"HANZO_STREAM_JOB_METRICS": str(metrics[name])})
+            started.append((name, live))
+        _wait_running(metrics["analytics-ingest"], metrics["billing-agg"], live)
+        sampler = LagSampler(admin.confluent(), {"analytics-ingest": EVENTS, "billing-agg": LLM})
+        ctx = mp.get_context("spawn")
+        results = ctx.Queue()
+        # Warm-up: Kafka consumers, code generation and the JIT, once, before the clock runs.
+        warm = [ctx.Process(target=produce_at_rate, args=(
+            cluster.connection(p, creds.password(p)).confluent(), t, 1000, 3, k, results))
+            for p, t, k in (("insights-capture", EVENTS, "insights"), ("llm-gateway", LLM, "usage"))]
+        for p in warm:
+            p.start()
+        warmed = [results.get(timeout=300) for _ in warm]
+        for p in warm:
+            p.join()
+        sampler.samples.append((0.0, *sampler.lag()))
+        if not _wait_drained(sampler, args.drain_timeout, poll=True):
+            raise RuntimeError("the jobs did not catch up with the warm-up events")
+        sampler.samples.clear()
+        t0 = time.monotonic()
+        wall0 = time.time()
+        thread = threading.Thread(target=sampler.run, args=(t0,), daemon=True)
+        thread.start()
+        procs = [ctx.Process(target=produce_at_rate, args=(
+            cluster.connection("insights-capture", creds.password("insights-capture")).confluent(),
+            EVENTS, args.rate / args.producers, args.duration, "insights", results))
+            for _ in range(args.producers)]
+        procs.append(ctx.Process(target=produce_at_rate, args=(
+            cluster.connection("llm-gateway", creds.password("llm-gateway")).confluent(),
+            LLM, args.llm_rate, args.duration, "usage", results)))
+        for p in procs:
+            p.start()
+        produced = [results.get(timeout=args.duration + 300) for _ in procs]
+        for p in procs:
+            p.join()
+        produce_end = time.monotonic() - t0
+        sent = {t: sum(n for tt, n, _ in produced if tt == t) for t in (EVENTS, LLM)}
+        total = {t: sent[t] + sum(n for tt, n, _ in warmed if tt == t) for t in (EVENTS, LLM)}
+        secs = max(s for _, _, s in produced)
+        drained = _wait_drained(sampler, args.drain_timeout)
+        drain_s = time.monotonic() - t0 - produce_end
+        sampler.stop()
+        thread.join()
+        for name in ("analytics-ingest", "billing-agg"):
+            jobs.stop(name, live)
+        started.clear()
+        live_metrics = [m for m in read_metrics(metrics["analytics-ingest"]) if m["at"] >= wall0]
+        lat = latency_quantiles(live_metrics)
+        max_lag = {g: max((lags.get(g, 0) for _, lags, _ in sampler.samples), default=0)
+                   for g in ("analytics-ingest", "billing-agg")}
+        plot(sampler.samples, args.rate, args.llm_rate, produce_end, PLOT)
+
+        # 2. catch-up, one job at a time --------------------------------------------
+        catch = {}
+        for name in ("analytics-ingest", "billing-agg"):
+            m = home / f"{name}.catchup.jsonl"
+            jobs.start(name, home / "catchup", env, once=True, registry=ROOT / "topics.yaml",
+                       consumers=ROOT / "consumers", cwd=ROOT,
+                       extra_env={"HANZO_STREAM_JOB_METRICS": str(m)})
+            started.append((name, home / "catchup"))
+            if not jobs.wait(name, home / "catchup", 1800):
+                raise RuntimeError(f"{name} catch-up did not finish")
+            started.pop()
+            catch[name] = catch_up_rate(read_metrics(m))
+
+        # 3. Kafka's own consumer, same topic, same data -------------------------------
+        perf = consumer_perf(admin, EVENTS, total[EVENTS], home)
+    finally:
+        for name, h in started:
+            jobs.stop(name, h)
+        kafka.stop(home / "kafka")
+
+    report = _report(args, sent, secs, drained, drain_s, lat, max_lag, catch, perf)
+    print(report)
+    if not args.no_doc:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from report import write_section
+
+        write_section("Pipeline", report)
+    if args.keep:
+        print(f"state kept in {home}")
+    else:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _apply_registry(cluster, creds, registry) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
+
+    admin = CountingAdmin(AdminClient(cluster.connection("admin", creds.admin).confluent()))
+    passwords = dict(creds.principals)
+    plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset(passwords)))
+    result = execute(admin, plan, passwords)
+    if plan.errors or not result.ok:
+        raise RuntimeError(f"registry apply failed: {plan.errors} {result.failed}")
+
+
+def _wait_running(*paths_and_home, timeout: float = 180) -> None:
+    """Both jobs have finished at least one (empty) batch: their sessions are warm."""
+    *files, home = paths_and_home
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(any(m["kind"] == "progress" for m in read_metrics(f)) for f in files):
+            return
+        for name in ("analytics-ingest", "billing-agg"):
+            if not jobs.status(name, home)["running"]:
+                raise RuntimeError(f"{name} died: {jobs.log_file(name, home).read_text()[-3000:]}")
+        time.sleep(1)
+    raise RuntimeError("jobs did not start")
+
+
+def _wait_drained(sampler: LagSampler, timeout: float, poll: bool = False) -> bool:
+    """Until every group's lag is 0 (poll: sample here, the sampler thread is not running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if poll:
+            sampler.samples.append((0.0, *sampler.lag()))
+        if sampler.samples and all(v == 0 for v in sampler.samples[-1][1].values()):
+            return True
+        time.sleep(1)
+    return False
+
+
+def _report(args, sent, secs, drained, drain_s, lat, max_lag, catch, perf) -> str:
+    ev_rate = sent[EVENTS] / secs
+    ai_rows, ai_s, ai_parts = catch["analytics-ingest"]
+    ba_rows, ba_s, ba_parts = catch["billing-agg"]
+    ai_rate = ai_rows / ai_s if ai_s else 0
+    ba_rate = ba_rows / ba_s if ba_s else 0
+    parts = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(ai_parts.items(), key=lambda kv: -kv[1])
+                      if k in ("queryPlanning", "latestOffset", "addBatch", "walCommit", "commitOffsets",
+                               "collect_s", "insert_s", "dead_letter_s"))
+    mb = EVENT_BYTES / 1e6
+    lines = [
+        f"`python bench/pipeline.py --rate {args.rate:g} --llm-rate {args.llm_rate:g} "
+        f"--duration {args.duration:g} --producers {args.producers}`: one local broker "
+        "(SASL_SSL, TLS 1.3, ACLs), producers, both jobs (local[2] each) and the lag sampler "
+        "all on the same 2 cores. Target from the issue: 25,000 ev/s (50 MB/s) through "
+        "analytics-ingest, p99 < 5 s, at least half the raw consumer's rate.",
+        "",
+        "| measure | result |",
+        "|---|---|",
+        f"| live: produced | {sent[EVENTS]:,} x 2 KB insights events in {secs:.0f} s "
+        f"({ev_rate:,.0f} ev/s, {ev_rate * mb:.1f} MB/s) + {sent[LLM]:,} llm.usage events |",
+        f"| live: analytics-ingest latency produced -> queryable in ClickHouse (chDB) | "
+        f"p50 {lat.get(0.5, 0) / 1000:.2f} s, p99 {lat.get(0.99, 0) / 1000:.2f} s |",
+        f"| live: max lag | analytics-ingest {max_lag['analytics-ingest']:,}, billing-agg "
+        f"{max_lag['billing-agg']:,} records; {'drained' if drained else 'NOT drained'} "
+        f"{drain_s:.0f} s after producers stopped |",
+        f"| catch-up: analytics-ingest alone | {ai_rows:,} events in {ai_s:.1f} s of batches: "
+        f"**{ai_rate:,.0f} ev/s ({ai_rate * mb:.1f} MB/s)** |",
+        f"| catch-up: billing-agg alone | {ba_rows:,} events in {ba_s:.1f} s of batches: "
+        f"**{ba_rate:,.0f} ev/s** |",
+        f"| ceiling: Kafka ConsumerPerformance, same topic | {perf['msgs']:,.0f} msgs, "
+        f"**{perf['msgs/s']:,.0f} msgs/s ({perf['MB/s']:.1f} MB/s)**; analytics-ingest reaches "
+        f"{ai_rate / perf['msgs/s'] * 100 if perf['msgs/s'] else 0:.0f}% of it |",
+        f"| where analytics-ingest's batch time went | {parts} |",
+        "",
+        f"![lag over time]({PLOT.name})",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
