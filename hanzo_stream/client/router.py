@@ -102,7 +102,7 @@ class Router:
                                self._too_large(value, event["type"]))
             return self._accept(event, value, None, None)
         value = self._dump_for_dead_letter(event)
-        return Refused(self._source_of(event, None), value, None, bad)
+        return Refused(self._source_of(event, None), value, None, self._key_first(event, bad))
 
     def _too_large(self, value: bytes, schema: str = "") -> Invalid:
         return Invalid("size.too_large", "(value)", f"the event is {len(value)} bytes, over the "
@@ -112,8 +112,17 @@ class Router:
     def _route(self, event: Any, value: bytes, topic: str | None, key: bytes | None):
         bad = self.validator.check(event)
         if bad is not None:
-            return Refused(self._source_of(event, topic), value, key, bad)
+            return Refused(self._source_of(event, topic), value, key, self._key_first(event, bad))
         return self._accept(event, value, topic, key)
+
+    def _key_first(self, event: Any, bad: Invalid) -> Invalid:
+        """A null or missing key field gets the key's message: it is what breaks ordering."""
+        t = event.get("type") if isinstance(event, dict) else None
+        home = self.topic_for(t) if isinstance(t, str) else None
+        if home is None or bad.field not in (home.key, f"data.{home.key}"):
+            return bad
+        k = key_for(event, home.key, home.name, t)
+        return k if isinstance(k, Invalid) and k.error_class == "key.missing" else bad
 
     def _accept(self, event: dict, value: bytes, topic: str | None, key: bytes | None):
         t = event["type"]

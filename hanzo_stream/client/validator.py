@@ -197,8 +197,8 @@ def _describe(e: jsonschema.ValidationError, schema: str) -> Invalid:
     if e.validator == "type":
         want = " or ".join(_ARTICLE.get(t, t) for t in ([v] if isinstance(v, str) else v))
         hint = " (no quotes, no decimal point)" if v == "integer" else ""
-        return Invalid("schema.type", f, f"`{f}` must be {want}{hint}, got {_type_name(inst)} "
-                       f"{_show(inst)}", schema)
+        got = "null" if inst is None else f"{_type_name(inst)} {_show(inst)}"
+        return Invalid("schema.type", f, f"`{f}` must be {want}{hint}, got {got}", schema)
     if e.validator == "additionalProperties":
         allowed = sorted(e.schema.get("properties", {}))
         extra = sorted(k for k in inst if k not in allowed) if isinstance(inst, dict) else []

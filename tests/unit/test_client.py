@@ -213,7 +213,12 @@ def test_null_and_wrong_keys(router):
     e = agent()
     e["data"].pop("agent_id")
     out = router.route_event(e)
-    assert out.error.error_class == "schema.required" and out.error.field == "data.agent_id"
+    assert (out.error.error_class, out.error.field) == ("key.missing", "agent_id")
+    assert "key of topic agent_rpc_metering" in out.error.message
+    out = router.route_bytes(json.dumps(llm(team_id=None)).encode())
+    assert (out.error.error_class, out.error.field) == ("key.missing", "team_id")
+    out = router.route_bytes(json.dumps(llm(team_id=7)).encode())
+    assert (out.error.error_class, out.error.field) == ("schema.type", "team_id")
     value = json.dumps(llm()).encode()
     out = router.route_bytes(value, topic="llm_usage", key=b"team_2")
     assert out.error.error_class == "key.mismatch" and "team_id" in out.error.message

@@ -60,8 +60,9 @@ def mutated_events(draw):
         elif op == "retype" and keys:
             k = draw(st.sampled_from(keys))
             v = target[k]
+            suffix = draw(st.sampled_from(["\n", "Z", "", "é"]))
             target[k] = (float(v) if isinstance(v, int) and not isinstance(v, bool) else
-                         str(v) if not isinstance(v, str) else v + draw(st.sampled_from(["\n", "Z", "", "é"])))
+                         str(v) if not isinstance(v, str) else v + suffix)
     return event
 
 
