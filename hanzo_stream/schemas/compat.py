@@ -11,6 +11,9 @@ and the compatible alternative. Refused (rule ids in brackets):
 - narrowed enums or consts [enum.narrowed]
 - tightened constraints: min/max bounds, lengths, pattern, format, multipleOf... [constraint.tightened]
 - closed content models: additionalProperties false (or a schema) added [content.closed]
+- a field added to an open content model: old events may already carry it with another
+  type; Confluent's and Apicurio's JSON rules refuse it too, which is why our objects are
+  closed from their first version and grow by adding optional fields [field.added_open]
 - added allOf/anyOf/oneOf/not, a changed $ref, a removed schema file [structure.changed, schema.removed]
 
 Descriptions, titles, examples and defaults never matter. Field names and the rule list are
@@ -179,6 +182,12 @@ class _Walk:
             else:
                 self.add([*field, k], "field.removed", "was removed; consumers still read it from "
                          "old events. Keep it (mark it deprecated in its description)")
+        renamed = len(removed) == 1 and len(added) == 1
+        if old.get("additionalProperties", True) is not False and not renamed:
+            for k in added:
+                self.add([*field, k], "field.added_open", "was added to an open object (no "
+                         "additionalProperties: false); old events may already carry it with "
+                         "another type. Add fields to closed objects only")
         for k in op:
             if k in np_:
                 self.node(op[k], np_[k], [*field, k])

@@ -95,6 +95,11 @@ def sync(sr, schemas: SchemaSet, registry: Registry, dry_run: bool = False,
                 sr.set_compatibility(name, COMPATIBILITY)
             out.append(Outcome(name, "unchanged", latest.version, latest.schema_id))
             continue
+        older = _lookup(sr, name, schema) if latest is not None else None
+        if older is not None:  # equals an earlier version: registries never re-add it
+            out.append(Outcome(name, "unchanged", older.version, older.schema_id,
+                               f"equals v{older.version}; the latest is v{latest.version}"))
+            continue
         if dry_run:
             ok = latest is None or sr.test_compatibility(name, schema)
             action = "would-create" if latest is None else "would-add-version"
@@ -113,6 +118,17 @@ def sync(sr, schemas: SchemaSet, registry: Registry, dry_run: bool = False,
         reg = sr.lookup_schema(name, schema)
         out.append(Outcome(name, "created" if latest is None else "new-version", reg.version, schema_id))
     return out
+
+
+def _lookup(sr, name: str, schema):
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        return sr.lookup_schema(name, schema)
+    except SchemaRegistryError as e:
+        if e.http_status_code == 404:
+            return None
+        raise
 
 
 def _same(a: str, b: str) -> bool:

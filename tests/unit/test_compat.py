@@ -17,6 +17,7 @@ BASE = {
         "data": {
             "type": "object",
             "required": ["model", "cost_micros"],
+            "additionalProperties": False,
             "properties": {
                 "model": {"type": "string", "minLength": 1, "maxLength": 100},
                 "cost_micros": {"type": "integer", "minimum": 0, "maximum": 1000},
@@ -25,6 +26,7 @@ BASE = {
                 "note": {"type": "string"},
                 "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
                 "kind": {"const": "a"},
+                "meta": {"type": "object", "properties": {"origin": {"type": "string"}}},
             },
         },
     },
@@ -48,7 +50,12 @@ def edit(fn):
 # (id, change, rule expected: None when the change is BACKWARD compatible)
 CASES = [
     # fields
-    ("add optional field", lambda s: props(s).update(latency_ms={"type": "integer"}), None),
+    ("add optional field to a closed object", lambda s: props(s).update(latency_ms={"type": "integer"}),
+     None),
+    ("add field to an open object",
+     lambda s: props(s)["meta"]["properties"].update(region={"type": "string"}), "field.added_open"),
+    ("add field at the open top level", lambda s: s["properties"].update(org_id={"type": "string"}),
+     "field.added_open"),
     ("remove field", lambda s: props(s).pop("note"), "field.removed"),
     ("remove two fields", lambda s: (props(s).pop("note"), props(s).pop("region")), "field.removed"),
     ("rename field", lambda s: props(s).update(comment=props(s).pop("note")), "field.renamed"),
@@ -94,10 +101,12 @@ CASES = [
     ("add uniqueItems", lambda s: props(s)["tags"].update(uniqueItems=True), "constraint.tightened"),
     ("add multipleOf", lambda s: props(s)["cost_micros"].update(multipleOf=10), "constraint.tightened"),
     # content model
-    ("close data", lambda s: data(s).update(additionalProperties=False), "content.closed"),
-    ("close envelope", lambda s: s.update(additionalProperties=False), "content.closed"),
-    ("constrain additional", lambda s: data(s).update(additionalProperties={"type": "string"}),
+    ("close an open object", lambda s: props(s)["meta"].update(additionalProperties=False),
      "content.closed"),
+    ("close the top level", lambda s: s.update(additionalProperties=False), "content.closed"),
+    ("constrain additional", lambda s: props(s)["meta"].update(additionalProperties={"type": "string"}),
+     "content.closed"),
+    ("open a closed object", lambda s: data(s).pop("additionalProperties"), None),
     # structure
     ("add allOf entry", lambda s: s.update(allOf=[{"required": ["data"]}]), "structure.changed"),
     ("change $id", lambda s: s.update({"$id": "https://schemas.hanzo.ai/stream/events/y.json"}),
@@ -142,7 +151,7 @@ def test_one_violation_per_problem():
     def many(s):
         props(s).pop("note")
         props(s)["tier"].update(enum=["pro"])
-        data(s).update(additionalProperties=False)
+        props(s)["meta"].update(additionalProperties=False)
 
     rules = sorted(v.rule for v in compare(BASE, edit(many), "events/x.json"))
     assert rules == ["content.closed", "enum.narrowed", "field.removed"]
