@@ -2,7 +2,12 @@
 
 Pure and in-process, so it is fuzzed with thousands of inputs: for every input exactly one
 outcome, never an exception, and a refused record always keeps its original bytes.
-Checks run cheapest first: size, UTF-8, JSON, schema, topic, key.
+Checks run cheapest first: size, UTF-8 + JSON, schema, topic, key.
+
+JSON goes through orjson (parse ~3x, serialize ~10x faster than the json module on 2 KB
+events; docs/client.md). It is strict where we want strictness: invalid UTF-8, NaN,
+Infinity, lone surrogates, BOMs and nesting past 1024 levels are refused. It writes a float
+NaN as null, so a serialized event containing `null` is re-checked with the json module.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from ..registry import Registry, Topic
 from .keying import key_for
@@ -35,10 +42,6 @@ class Refused:
     value: bytes | None
     key: bytes | None
     error: Invalid
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _utf8_error(value: bytes, e: UnicodeDecodeError) -> Invalid:
@@ -72,20 +75,15 @@ class Router:
         if len(value) > self.max_event_bytes:
             return Refused(src, value, key, self._too_large(value))
         try:
-            text = value.decode("utf-8")
-        except UnicodeDecodeError as e:
-            return Refused(src, value, key, _utf8_error(value, e))
-        try:
-            event = json.loads(text, parse_constant=_reject_constant)
-        except RecursionError:
+            event = orjson.loads(value)
+        except orjson.JSONDecodeError as e:
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as ue:
+                return Refused(src, value, key, _utf8_error(value, ue))
             return Refused(src, value, key, Invalid(
-                "json.malformed", "(value)", "the JSON nests too deeply; flatten the event"))
-        except ValueError as e:  # JSONDecodeError, NaN/Infinity, integers past the digit limit
-            where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
-            msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
-            return Refused(src, value, key, Invalid(
-                "json.malformed", "(value)", f"the value is not valid JSON{where}: {msg}; send one "
-                "UTF-8 JSON object per record"))
+                "json.malformed", "(value)", f"the value is not valid JSON at line {e.lineno} column "
+                f"{e.colno}: {e.msg}; send one UTF-8 JSON object per record"))
         return self._route(event, value, topic, key)
 
     def route_event(self, event: Any) -> Accepted | Refused:
@@ -93,9 +91,10 @@ class Router:
         bad = self.validator.check(event)
         if bad is None:
             try:
-                value = json.dumps(event, separators=(",", ":"), ensure_ascii=False,
-                                   allow_nan=False).encode("utf-8")
-            except (TypeError, ValueError, UnicodeEncodeError) as e:
+                value = orjson.dumps(event)
+                if b"null" in value:  # orjson writes NaN/Infinity as null: refuse those instead
+                    json.dumps(event, allow_nan=False)
+            except (TypeError, ValueError) as e:  # orjson.JSONEncodeError is a TypeError
                 return self._unserializable(event, e)
             if len(value) > self.max_event_bytes:
                 return Refused(self._source_of(event, None), value, None,
@@ -160,7 +159,7 @@ class Router:
             return repr(event).encode("utf-8", "backslashreplace")
 
     def _unserializable(self, event: Any, e: Exception) -> Refused:
-        kind = "a float NaN/Infinity" if isinstance(e, ValueError) and "nan" in str(e).lower() else str(e)
+        kind = "a float NaN or Infinity" if isinstance(e, ValueError) and "compliant" in str(e) else str(e)
         return Refused(self._source_of(event, None), self._dump_for_dead_letter(event), None, Invalid(
             "json.unserializable", "(event)", f"the event cannot be written as JSON ({kind}); use "
             "only strings, integers, booleans, null, lists and objects", event.get("type", "")))

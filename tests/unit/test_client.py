@@ -178,13 +178,15 @@ def test_audit_and_billing_are_keyed_by_org(router, schemas):
 BAD_BYTES = [
     ("malformed JSON", b'{"schema": "hanzo.stream.v1", "id": ', "json.malformed", "line 1 column"),
     ("not an object", b"[1, 2, 3]", "schema.type", "JSON object"),
-    ("NaN", b'{"a": NaN}', "json.malformed", "NaN"),
+    ("NaN", b'{"a": NaN}', "json.malformed", "line 1 column 7"),
+    ("trailing comma", b'{"a": 1,}', "json.malformed", "trailing comma"),
+    ("lone surrogate escape", b'{"a": "\\ud800"}', "json.malformed", "surrogate"),
     ("invalid UTF-8", b'{"type": "\xff\xfe"}', "utf8.invalid", "offset 10"),
     ("UTF-16", '{"a": 1}'.encode("utf-16"), "utf8.invalid", "UTF-8"),
     ("empty", b"", "json.malformed", "not valid JSON"),
     ("tombstone", None, "json.malformed", "tombstone"),
     ("deep nesting", b"[" * 100_000 + b"]" * 100_000, None, None),  # size or recursion, never a crash
-    ("huge integer", b'{"a": ' + b"9" * 5000 + b"}", "json.malformed", "not valid JSON"),
+    ("huge number", b'{"a": ' + b"9" * 5000 + b"}", "json.malformed", "not valid JSON"),
 ]
 
 
@@ -237,17 +239,26 @@ def test_unknown_type_goes_to_the_unknown_source(router):
 
 
 def test_unserializable_event_is_dead_lettered_not_raised(router):
-    e = llm()
-    e["data"]["extra"] = {1, 2}  # a set: data is open, so it validates but cannot be JSON
-    out = router.route_event(e)
+    e = envelope.build("insights.event.captured", "insights-capture", {
+        "event": "$pageview", "distinct_id": "u", "properties": {"extra": {1, 2}}}, team_id="t")
+    out = router.route_event(e)  # a set in the free-form bag: valid, but not JSON
     assert isinstance(out, Refused) and out.error.error_class == "json.unserializable"
-    assert b"extra" in out.value
+    assert b"extra" in out.value and out.source_topic == "events_plugin_ingestion"
 
 
 def test_lone_surrogate_key_is_refused(router):
-    value = json.dumps(llm(team_id="\ud800")).encode()
-    out = router.route_bytes(value)
-    assert out.error.error_class == "key.invalid" and out.value == value
+    out = router.route_event(llm(team_id="\ud800"))
+    assert out.error.error_class == "json.unserializable" and b"team_id" in out.value
+
+
+def test_nan_in_a_free_form_bag_is_refused_not_nulled(router):
+    e = envelope.build("insights.event.captured", "insights-capture", {
+        "event": "$pageview", "distinct_id": "u", "properties": {"score": float("nan"), "n": None}},
+        team_id="t")
+    out = router.route_event(e)
+    assert isinstance(out, Refused) and "NaN or Infinity" in out.error.message
+    e["data"]["properties"]["score"] = 1.5
+    assert isinstance(router.route_event(e), Accepted)
 
 
 # dead-letter records
