@@ -176,19 +176,34 @@ def latency_quantiles(metrics: list[dict], qs=(0.5, 0.99)) -> dict[float, float]
     return out
 
 
+def _records(progress: dict) -> int:
+    """Kafka records a batch consumed, from its offsets (numInputRows counts every scan of
+    the source, and billing-agg's union scans llm_usage twice)."""
+    from hanzo_stream.jobs.offsets import parse_offsets
+
+    s = progress["sources"][0]
+    start, end = parse_offsets(s.get("startOffset")), parse_offsets(s.get("endOffset"))
+    return sum(o - start.get(tp, 0) for tp, o in end.items())
+
+
 def catch_up_rate(metrics: list[dict]) -> tuple[int, float, dict[str, float]]:
-    """(rows, seconds inside micro-batches, where the time went) from query progress."""
+    """(records, seconds inside micro-batches, where the time went) from query progress.
+
+    The first batch with data pays the one-time costs (Kafka connections, code generation,
+    a cold JIT) and is left out: this is the sustained rate of a running job.
+    """
     rows, seconds, parts = 0, 0.0, {}
-    for m in metrics:
-        if m["kind"] != "progress":
-            continue
+    progress = [m for m in metrics if m["kind"] == "progress"]
+    first = next((i for i, m in enumerate(progress) if _records(m["progress"]) > 0), 0)
+    warm = {m["progress"]["batchId"] for m in progress[:first + 1]}
+    for m in progress[first + 1:]:
         p = m["progress"]
-        rows += p["numInputRows"]
+        rows += _records(p)
         seconds += p["durationMs"].get("triggerExecution", 0) / 1000
         for k, v in p["durationMs"].items():
             parts[k] = parts.get(k, 0) + v / 1000
     for m in metrics:
-        if m["kind"] == "batch":
+        if m["kind"] == "batch" and m["batch"] not in warm:
             for k in ("collect_s", "insert_s", "dead_letter_s"):
                 if k in m:
                     parts[k] = parts.get(k, 0) + m[k]
@@ -319,10 +334,11 @@ def main() -> None:
 
         # 2. catch-up, one job at a time --------------------------------------------
         catch = {}
+        specs = _catchup_specs(home, {"analytics-ingest": 50_000, "billing-agg": 5_000})
         for name in ("analytics-ingest", "billing-agg"):
             m = home / f"{name}.catchup.jsonl"
             jobs.start(name, home / "catchup", env, once=True, registry=ROOT / "topics.yaml",
-                       consumers=ROOT / "consumers", cwd=ROOT,
+                       consumers=specs, cwd=ROOT,
                        extra_env={"HANZO_STREAM_JOB_METRICS": str(m)})
             started.append((name, home / "catchup"))
             if not jobs.wait(name, home / "catchup", 1800):
@@ -348,6 +364,19 @@ def main() -> None:
         print(f"state kept in {home}")
     else:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _catchup_specs(home: Path, max_offsets: dict[str, int]) -> Path:
+    """Copies of consumers/ with smaller batches, so the catch-up runs several of them."""
+    import yaml
+
+    d = home / "consumers"
+    d.mkdir(exist_ok=True)
+    for name, n in max_offsets.items():
+        doc = yaml.safe_load((ROOT / "consumers" / f"{name}.yaml").read_text())
+        doc |= {"job": str(ROOT / doc["job"]), "max_offsets_per_trigger": n}
+        (d / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    return d
 
 
 def _apply_registry(cluster, creds, registry) -> None:
@@ -415,9 +444,11 @@ def _report(args, sent, secs, drained, drain_s, lat, max_lag, catch, perf) -> st
         f"| live: max lag | analytics-ingest {max_lag['analytics-ingest']:,}, billing-agg "
         f"{max_lag['billing-agg']:,} records; {'drained' if drained else 'NOT drained'} "
         f"{drain_s:.0f} s after producers stopped |",
-        f"| catch-up: analytics-ingest alone | {ai_rows:,} events in {ai_s:.1f} s of batches: "
+        f"| catch-up: analytics-ingest alone (after its first batch) | {ai_rows:,} events in "
+        f"{ai_s:.1f} s of batches: "
         f"**{ai_rate:,.0f} ev/s ({ai_rate * mb:.1f} MB/s)** |",
-        f"| catch-up: billing-agg alone | {ba_rows:,} events in {ba_s:.1f} s of batches: "
+        f"| catch-up: billing-agg alone (after its first batch) | {ba_rows:,} events in "
+        f"{ba_s:.1f} s of batches: "
         f"**{ba_rate:,.0f} ev/s** |",
         f"| ceiling: Kafka ConsumerPerformance, same topic | {perf['msgs']:,.0f} msgs, "
         f"**{perf['msgs/s']:,.0f} msgs/s ({perf['MB/s']:.1f} MB/s)**; analytics-ingest reaches "
@@ -425,8 +456,23 @@ def _report(args, sent, secs, drained, drain_s, lat, max_lag, catch, perf) -> st
         f"| where analytics-ingest's batch time went | {parts} |",
         "",
         f"![lag over time]({PLOT.name})",
+        "",
+        "Where the time goes (catch-up, per analytics-ingest batch, sequential on the driver): "
+        f"Spark reading Kafka, parsing and validating in the JVM and handing Arrow to the driver "
+        f"{_share(ai_parts, 'collect_s', ai_s)}; the chDB insert {_share(ai_parts, 'insert_s', ai_s)}; "
+        "the rest is planning, offset fetches and checkpoint commits. Reading alone is the "
+        "largest part: Spark's Kafka source copies every 2 KB record into a row, one consumer per "
+        "partition (16 tasks on 2 cores), where ConsumerPerformance only counts bytes. The insert "
+        "and the next batch's read do not overlap (foreachBatch is synchronous, which is what makes "
+        "the batch's commit safe). In the live phase the producers, the broker and two job JVMs "
+        "share the same 2 cores, so the sustainable live rate is below the catch-up rate; when it "
+        "is exceeded, latency is queueing (lag), not processing.",
     ]
     return "\n".join(lines)
+
+
+def _share(parts: dict[str, float], key: str, total: float) -> str:
+    return f"{parts.get(key, 0):.1f} s ({parts.get(key, 0) / total * 100 if total else 0:.0f}%)"
 
 
 if __name__ == "__main__":

@@ -467,3 +467,54 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     assert len(letters) == len(bad)
     assert got == {pos: cls for pos, (_, _, cls) in zip(where[len(events):], bad, strict=True)}
     assert_caught_up(cluster, "audit-archive", "audit_log")
+
+
+def test_billing_agg_survives_a_crash_with_exact_totals(cluster, tmp_path):
+    """Kill billing-agg mid-run; after the restart every closed hour is billed exactly.
+
+    One team, so all its events share a partition and arrive in event-time order: none can be
+    late whatever the batch boundaries, and the ground truth does not depend on them.
+    """
+    run = uuid.uuid4().hex[:8]
+    t0 = datetime(2034, 7, 8, 9, 0, tzinfo=UTC)
+    events = [usage(run, "solo", f"org{i % 2}", t0 + timedelta(seconds=5 * i), i % 13)
+              for i in range(2400)]  # 09:00 -> 12:20
+    records = []
+    for i, e in enumerate(events):
+        records.append((e["team_id"], e))
+        if i % 37 == 0:
+            records.append((e["team_id"], e))  # a producer retry, right behind the original
+    produce(cluster, "llm-gateway", "llm_usage", records)
+    consumers = fast_specs(tmp_path, "billing-agg", max_offsets_per_trigger=300, trigger="0s")
+    env = job_env(cluster, "billing-aggregator", tmp_path)
+    process.start("billing-agg", tmp_path, env, registry=ROOT / "topics.yaml",
+                  consumers=consumers, cwd=ROOT)
+    commits = tmp_path / "jobs" / "billing-agg" / "checkpoint" / "aggregate" / "commits"
+    try:
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:
+            if commits.exists() and len([f for f in commits.iterdir() if f.name.isdigit()]) >= 4:
+                break
+            assert process.status("billing-agg", tmp_path)["running"], \
+                Path(process.log_file("billing-agg", tmp_path)).read_text()[-4000:]
+            time.sleep(0.2)
+    finally:
+        assert process.kill("billing-agg", tmp_path)
+    committed, ends = offsets_of(cluster, "billing-agg", "llm_usage")
+    assert sum(committed.values()) < sum(ends.values()), "killed after it had caught up"
+
+    run_once(cluster, "billing-agg", "billing-aggregator", tmp_path, consumers)
+
+    newest = t0 + timedelta(seconds=5 * (len(events) - 1))
+    want = expected_billing(events, newest - timedelta(minutes=10), "hanzo-stream/billing-agg")
+    assert len(want) == 6  # 09:00, 10:00, 11:00 for two orgs; 12:00 still open
+    got = billing_events(cluster, run)
+    copies: dict[str, list[dict]] = defaultdict(list)
+    for e in got:
+        copies[e["data"]["billing_id"]].append(e)
+    assert all(c == [c[0]] * len(c) for c in copies.values()), "a re-sent window changed"
+    assert {b: c[0] for b, c in copies.items()} == want
+    late = [m for m in read_all(cluster, dl.TOPIC)
+            if headers(m).get(dl.H_ERROR_CLASS) == b"event.late" and run.encode() in m.value()]
+    assert late == []
+    assert_caught_up(cluster, "billing-agg", "llm_usage")
