@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +94,7 @@ class OffsetCommitter:
             assert self.conn is not None
             self.consumer = Consumer(self.conn.confluent() | {
                 "group.id": self.group, "enable.auto.commit": False, "log_level": 3})
-        self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())],
-                             asynchronous=False)
+        _commit_retrying(self.consumer, [TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())])
         with self._lock:
             self._committed.update(todo)
         return todo
@@ -113,6 +113,27 @@ class OffsetCommitter:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
+
+
+RETRY_CODES = {"_WAIT_COORD", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
+               "NOT_COORDINATOR", "_TIMED_OUT", "_TRANSPORT", "REQUEST_TIMED_OUT"}
+
+
+def _commit_retrying(consumer, partitions: list, timeout: float = 60.0) -> None:
+    """A synchronous commit that waits out a coordinator still loading (a fresh cluster)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets=partitions, asynchronous=False)
+            return
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            retriable = err is not None and (err.retriable() or err.name() in RETRY_CODES)
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def commit_listener(committer: OffsetCommitter, on_progress: Iterable = ()):

@@ -173,7 +173,7 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
             committer.record(q.name, end_offsets(q.lastProgress))
         final = threading.Thread(target=committer.record_and_commit, args=("", None), daemon=True)
         final.start()
-        final.join(30)
+        final.join(90)
         return 1 if failed else 0
     finally:
         for q in queries:

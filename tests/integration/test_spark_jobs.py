@@ -148,6 +148,10 @@ def run_once(cluster, name: str, principal: str, home: Path, consumers: Path = R
         env=job_env(cluster, principal, home), cwd=ROOT, capture_output=True, text=True,
         timeout=JOB_TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    warnings = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if "hanzo_stream.jobs" in line and ("WARNING" in line or "ERROR" in line)
+                and "started as" not in line]
+    assert not warnings, warnings  # e.g. a failed offset commit or a late-count mismatch
     return proc.stdout + proc.stderr
 
 

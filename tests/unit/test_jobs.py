@@ -388,6 +388,9 @@ def test_start_runs_the_cli_as_its_own_session_with_the_state_dir(tmp_path, monk
         def __init__(self, cmd, **kw):
             started.update(cmd=cmd, **kw)
 
+        def poll(self):
+            return 0  # "exited at once": start() stops waiting for the exec
+
     monkeypatch.setattr(process.subprocess, "Popen", FakePopen)
     pid = process.start("audit-archive", tmp_path, {"HANZO_STREAM_BOOTSTRAP": "b:1"}, once=True)
     assert pid == 4242
@@ -427,3 +430,28 @@ def test_job_modules_import_without_a_running_spark():
     for name in ("analytics_ingest", "billing_agg", "audit_archive"):
         assert callable(load_job_module(ROOT / "spark" / f"{name}.py").build)
     assert time.time() - t < 30
+
+
+def test_commit_waits_out_a_loading_coordinator_but_not_an_acl_error():
+    from confluent_kafka import KafkaError, KafkaException
+
+    class Loading(FakeConsumer):
+        def __init__(self, fail_with, times):
+            super().__init__()
+            self.fail_with, self.times = fail_with, times
+
+        def commit(self, offsets, asynchronous):
+            if self.times:
+                self.times -= 1
+                raise KafkaException(KafkaError(self.fail_with))
+            super().commit(offsets, asynchronous)
+
+    slow = Loading(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, 2)
+    c = offsets.OffsetCommitter("g", None, {"q"}, consumer=slow)
+    c.record("q", {("t", 0): 5})
+    assert c.commit() == {("t", 0): 5} and slow.commits == [{("t", 0): 5}]
+    denied = Loading(KafkaError.GROUP_AUTHORIZATION_FAILED, 1)
+    c = offsets.OffsetCommitter("g", None, {"q"}, consumer=denied)
+    c.record("q", {("t", 0): 5})
+    with pytest.raises(KafkaException):
+        c.commit()
