@@ -95,6 +95,7 @@ def build(ctx: JobContext) -> list:
         invalid = table.filter(bad)
         if valid.num_rows:
             sink.write(valid, insert_token(ctx.spec.name, _ranges(table)))
+            ctx.report(clickhouse_rows=sink.count())
         t2 = time.time()
         if invalid.num_rows:
             failed_at = jobkit.batch_time(ctx, "ingest", batch_id)

@@ -12,12 +12,11 @@ The group's committed offset of a partition is the smaller of the two queries' p
 
 from __future__ import annotations
 
-import os
-
 import jobkit
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from hanzo_stream.jobs.archive import archive_path
 from hanzo_stream.jobs.runner import JobContext
 
 OPTIONAL = ("ip", "user_agent", "reason", "target", "method")
@@ -38,11 +37,6 @@ def contract(event_types: tuple[str, ...]) -> jobkit.EventContract:
         ))
 
 
-def archive_path(ctx: JobContext) -> str:
-    return os.environ.get("HANZO_STREAM_ARCHIVE_PATH") or ctx.spec.resolve(
-        ctx.spec.sink("archive").get("path"))
-
-
 def build(ctx: JobContext) -> list:
     (topic,) = ctx.spec.topics
     c = contract(ctx.registry.topic(topic).event_types)
@@ -56,7 +50,7 @@ def build(ctx: JobContext) -> list:
         F.col("value").cast("string").alias("raw"),  # the event as received, for forensics
         F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
         F.col("e.org_id").alias("org_id"), F.to_date("event_time").alias("date"))
-    archive = ctx.start(events.writeStream.format("parquet").option("path", archive_path(ctx))
+    archive = ctx.start(events.writeStream.format("parquet").option("path", archive_path(ctx.spec))
                         .partitionBy("org_id", "date").outputMode("append"), "archive")
 
     bad = checked.where(~ok).select(*jobkit.REJECT_COLUMNS)

@@ -10,14 +10,27 @@ too, or deduplicate by event `id`. This module is that reader for Python.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+if TYPE_CHECKING:
+    from .spec import JobSpec
+
 LOG_DIR = "_spark_metadata"
+PATH_ENV = "HANZO_STREAM_ARCHIVE_PATH"
+
+
+def archive_path(spec: JobSpec, env: Mapping[str, str] | None = None) -> str:
+    """Where audit-archive writes: HANZO_STREAM_ARCHIVE_PATH, else the spec's `archive` sink."""
+    env = os.environ if env is None else env
+    return env.get(PATH_ENV) or spec.resolve(spec.sink("archive").get("path"))
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def insert_token(group: str, offset_ranges: Mapping[int, tuple[int, int]]) -> st
 class EventsSink(Protocol):
     def write(self, rows: pa.Table, token: str) -> None: ...
     def query(self, sql: str) -> pa.Table: ...
+    def count(self) -> int: ...
     def close(self) -> None: ...
 
 
@@ -96,6 +97,9 @@ class ChdbSink:
     def query(self, sql: str) -> pa.Table:
         return self._session.query(sql, "ArrowTable")
 
+    def count(self) -> int:
+        return int(str(self._session.query(f"SELECT count() FROM {self.table}", "CSV")).strip())
+
     def close(self) -> None:
         self._session.close()
         self._spool.rmdir()
@@ -119,6 +123,9 @@ class HttpSink:
 
     def query(self, sql: str) -> pa.Table:
         return self._client.query_arrow(sql)
+
+    def count(self) -> int:
+        return int(self._client.command(f"SELECT count() FROM {self.table}"))
 
     def close(self) -> None:
         self._client.close()

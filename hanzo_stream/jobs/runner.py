@@ -33,6 +33,7 @@ from .spec import JobSpec, load_spec
 log = logging.getLogger("hanzo_stream.jobs")
 
 METRICS_ENV = "HANZO_STREAM_JOB_METRICS"  # a JSON-lines file for per-batch numbers (bench)
+REPORT_FILE = "report.json"  # under the job's state_dir; read by `local status`
 
 
 @dataclass
@@ -81,6 +82,15 @@ class JobContext:
         if self._kafka_out is None:
             self._kafka_out = KafkaOut(self.conn, client_id=f"hanzo-stream-{self.spec.name}")
         return self._kafka_out
+
+    def report(self, **values: Any) -> None:
+        """Numbers `hanzo-stream local status` shows (e.g. rows in ClickHouse), merged into
+        <state_dir>/report.json: the sink may be a process-owned chDB nobody else can open."""
+        path = self.spec.state_dir / REPORT_FILE
+        old = json.loads(path.read_text()) if path.exists() else {}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(old | values | {"at": time.time()}))
+        tmp.replace(path)
 
     def on_close(self, fn: Callable[[], None]) -> None:
         self._closers.append(fn)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
+from rich.table import Table
 
 from . import platform
 
@@ -22,9 +25,11 @@ RegistryOpt = Annotated[Path, typer.Option("--registry", "-r")]
 def up(
     only: Annotated[str | None, typer.Option(help="Comma-separated components, e.g. kafka.")] = None,
     brokers: Annotated[int, typer.Option(help="1, or 3 for replication (RF 3, min ISR 2).")] = 1,
+    wait: Annotated[float, typer.Option(
+        help="Seconds to watch the pipeline until every part has delivered (0: don't watch).")] = 600,
     registry: RegistryOpt = Path("topics.yaml"),
 ) -> None:
-    """Start the platform (or --only some of it); safe to re-run."""
+    """Start the platform (or --only some of it), then watch events flow; safe to re-run."""
     if brokers not in (1, 3):
         raise typer.BadParameter("use 1 or 3 brokers", param_hint="--brokers")
     ctx = platform.context(registry, console, brokers)
@@ -33,7 +38,66 @@ def up(
     except Exception as e:
         console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    if not only and wait > 0:
+        missing = _watch(ctx, wait)
+        if missing:
+            console.print(f"[bold red]not working after {wait:.0f}s:[/bold red] {', '.join(missing)}; "
+                          f"logs: `hanzo-stream local status` lists them")
+            raise typer.Exit(1)
+        console.print("[green]✓[/green] events reach ClickHouse, billing_events and the audit archive; "
+                      "lag is visible per group. The platform keeps running: "
+                      "`hanzo-stream local status`, `hanzo-stream local down`.")
     console.print(f'Point commands at it: eval "$(hanzo-stream local env)"  (state: {ctx.home})')
+
+
+def _watch(ctx: platform.Context, seconds: float) -> list[str]:
+    """Live status until the pipeline has shown every part working, or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    missing = ["nothing read yet"]
+    before = _safe_pipeline(ctx)
+    with Live(console=console, refresh_per_second=1, transient=False) as live:
+        while time.monotonic() < deadline:
+            comps = platform.status(ctx, processes_only=True)
+            pipe = _safe_pipeline(ctx)
+            missing = platform.working(ctx, pipe, before) + [
+                f"{n} stopped (log {info.get('log')})" for n, info in comps.items()
+                if info.get("running") is False]
+            live.update(Group(_pipeline_table(pipe),
+                              f"waiting for: {', '.join(missing)}" if missing else "all flowing\n"))
+            if not missing:
+                break
+            time.sleep(3)
+    return missing
+
+
+def _safe_pipeline(ctx: platform.Context) -> dict[str, Any]:
+    try:
+        return platform.pipeline(ctx)
+    except Exception as e:  # Prometheus starting, a job restarting: keep watching
+        return {"error": str(e)}
+
+
+def _pipeline_table(p: dict[str, Any]) -> Table:
+    t = Table(title="pipeline", show_header=True, header_style="bold")
+    t.add_column("what")
+    t.add_column("now", justify="right")
+    for group, lag in sorted((p.get("lag") or {}).items()):
+        t.add_row(f"lag {group}", f"{lag:,}")
+    for topic, rate in sorted((p.get("messages_in_per_sec") or {}).items()):
+        if topic.startswith("__"):
+            continue
+        t.add_row(f"events/s {topic}", f"{rate:,.1f}")
+    for label, key in (("rows in ClickHouse (events)", "clickhouse_rows"),
+                       ("billing windows (billing_events)", "billing_events"),
+                       ("audit archive files", "audit_files"), ("dead letters", "dead_letters"),
+                       ("under-replicated partitions", "under_replicated")):
+        v = p.get(key)
+        t.add_row(label, "-" if v is None else f"{v:,}")
+    if p.get("firing"):
+        t.add_row("alerts firing", escape(", ".join(p["firing"])))
+    if p.get("error"):
+        t.add_row("error", escape(p["error"]))
+    return t
 
 
 @app.command()
@@ -54,16 +118,18 @@ def env(principal: Annotated[str, typer.Option(help="Connect as this principal."
     except (KeyError, RuntimeError) as e:
         console.print(f"[red]error:[/red] {escape(str(e.args[0]))}")
         raise typer.Exit(1) from None
-    sys.stdout.write(conn.env_exports())
+    sys.stdout.write(conn.env_exports() + platform.service_exports(ctx))
 
 
 @app.command()
 def status(json_: Annotated[bool, typer.Option("--json")] = False,
            registry: RegistryOpt = Path("topics.yaml")) -> None:
-    """Show what runs and how it is doing."""
-    st = platform.status(platform.context(registry, console))
+    """Show what runs and how the pipeline is doing."""
+    ctx = platform.context(registry, console)
+    st: dict[str, Any] = {"components": platform.status(ctx), "pipeline": _safe_pipeline(ctx)}
     if json_:
         sys.stdout.write(json.dumps(st, indent=2) + "\n")
         return
-    for name, info in st.items():
+    for name, info in st["components"].items():
         console.print(f"[bold]{name}[/bold]: " + escape(", ".join(f"{k}={v}" for k, v in info.items())))
+    console.print(_pipeline_table(st["pipeline"]))

@@ -1,12 +1,17 @@
-"""`hanzo-stream local up/down/status/env`: the platform as processes on this machine.
+"""`hanzo-stream local up/down/status/env`: the whole platform as processes on this machine.
 
-Components start in dependency order; each is a (start, stop, status) triple so the
-whole platform and `--only kafka` share one code path. State lives in state_dir().
+Components start in dependency order; each is a (start, stop, status) triple so the whole
+platform and `--only kafka` share one code path. Every process keeps its pid, port and log
+under state_dir(), so `up` is safe to re-run and `down` works from another shell. The jobs
+come from consumers/ (one component per spec), the principals and topics from topics.yaml.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +19,17 @@ from typing import Any
 
 from rich.console import Console
 
-from ..connection import Connection
+from ..connection import ENV, Connection
+from ..jobs import process
+from ..jobs.spec import list_specs
+from ..monitoring import JMX_RULES_FILE
+from ..monitoring.daemon import Daemon
 from ..registry import Registry, load_registry
-from . import credentials, kafka
+from . import credentials, jars, kafka, kafka_exporter, prometheus, schema_registry
 from .paths import state_dir
+
+DEMO = "demo"
+DEMO_RATE = float(os.environ.get("HANZO_STREAM_DEMO_RATE", "20"))  # events/s, all services
 
 
 @dataclass
@@ -26,6 +38,15 @@ class Context:
     registry: Registry
     console: Console
     brokers: int = 1
+
+    @property
+    def root(self) -> Path:
+        """The checkout: topics.yaml's folder holds schemas/, consumers/ and spark/."""
+        return Path(self.registry.path).resolve().parent
+
+    @property
+    def consumers(self) -> Path:
+        return self.root / "consumers"
 
     @property
     def creds(self) -> credentials.Credentials:
@@ -42,18 +63,26 @@ class Context:
     def connection(self, principal: str = "admin", mechanism: str = "SCRAM-SHA-512") -> Connection:
         return self.cluster.connection(principal, self.creds.password(principal), mechanism)
 
+    def require(self, what: str, url: str | None) -> str:
+        if not url:
+            raise RuntimeError(f"{what} is not running: start it first (`hanzo-stream local up`)")
+        return url
+
 
 @dataclass(frozen=True)
 class Component:
     name: str
     start: Callable[[Context], str]  # returns a one-line summary
-    stop: Callable[[Context], None]
+    stop: Callable[[Context], object]
     status: Callable[[Context], dict[str, Any]]
 
 
+# ---------------------------------------------------------------- the broker and the registry
+
 def _kafka_start(ctx: Context) -> str:
-    c = kafka.start(ctx.home / "kafka", ctx.creds, brokers=ctx.brokers)
-    return f"{len(c.nodes)} broker(s) at {c.bootstrap} (SASL_SSL, TLS 1.3); logs: " + ", ".join(
+    c = kafka.start(ctx.home / "kafka", ctx.creds, brokers=ctx.brokers,
+                    jmx_agent=(jars.jmx_exporter_agent(), JMX_RULES_FILE))
+    return f"{len(c.nodes)} broker(s) at {c.bootstrap} (SASL_SSL, TLS 1.3, ACLs); logs: " + ", ".join(
         map(str, c.log_files()))
 
 
@@ -88,22 +117,107 @@ def _reconcile_status(ctx: Context) -> dict[str, Any]:
 
     if not kafka.is_running(ctx.home / "kafka"):
         return {"converged": None}
-    state = observe(AdminClient(ctx.connection().confluent()))
+    state = observe(AdminClient(ctx.connection().confluent() | {"log_level": 4}))
     plan = make_plan(ctx.registry, state,
                      Options(available_passwords=frozenset(ctx.creds.principals)))
     return {"converged": not plan.changes, "pending_changes": len(plan.changes),
             "topics": len(state.topics)}
 
 
-def _noop(ctx: Context) -> None:
-    return None
+def _registry_start(ctx: Context) -> str:
+    url = schema_registry.start(ctx.home / "schema-registry")
+    return f"Apicurio {schema_registry.APICURIO_VERSION} (Confluent API) at {url}"
 
 
-COMPONENTS: tuple[Component, ...] = (
-    Component("kafka", _kafka_start, lambda ctx: kafka.stop(ctx.home / "kafka") and None,
-              _kafka_status),
-    Component("reconcile", _reconcile_start, _noop, _reconcile_status),
-)
+def _schemas_start(ctx: Context) -> str:
+    from ..schemas.register import client, sync
+    from ..schemas.store import load
+
+    url = ctx.require("the schema registry", schema_registry.url(ctx.home / "schema-registry"))
+    outcomes = sync(client(url), load(ctx.root / "schemas"), ctx.registry)
+    refused = [o for o in outcomes if o.action == "refused"]
+    if refused:
+        raise RuntimeError("schemas refused by the registry:\n" + "\n".join(
+            f"{o.subject}: {o.detail}" for o in refused))
+    return f"{len(outcomes)} subject(s) registered (BACKWARD), {sum(o.changed for o in outcomes)} changed"
+
+
+def _schemas_status(ctx: Context) -> dict[str, Any]:
+    url = schema_registry.url(ctx.home / "schema-registry")
+    if not url:
+        return {"subjects": None}
+    from ..schemas.register import client
+
+    return {"subjects": len(client(url).get_subjects())}
+
+
+# ---------------------------------------------------------------- monitoring
+
+def _exporter_start(ctx: Context) -> str:
+    url = kafka_exporter.start(ctx.home / "exporter", ctx.connection())
+    return f"consumer lag (kafka_exporter names) at {url}/metrics"
+
+
+def _prometheus_start(ctx: Context) -> str:
+    jobs = prometheus.platform_jobs(ctx.cluster.jmx_ports, kafka_exporter.url(ctx.home / "exporter"))
+    url = prometheus.start(ctx.home / "prometheus", jobs)
+    return f"{url} scraping {', '.join(j.name for j in jobs)}, with the project's alert rules"
+
+
+# ---------------------------------------------------------------- the jobs and the demo
+
+def _job_env(ctx: Context) -> dict[str, str]:
+    """The cluster without a principal: each job logs in as its own (credentials.json)."""
+    conn = ctx.cluster.connection("", "")
+    return {var: str(getattr(conn, f)) for f, var in ENV.items()
+            if f not in ("username", "password")} | {"HANZO_STREAM_HOME": str(ctx.home)}
+
+
+def _job(name: str) -> Component:
+    def start(ctx: Context) -> str:
+        pid = process.start(name, ctx.home, _job_env(ctx), registry=Path(ctx.registry.path),
+                            consumers=ctx.consumers, cwd=ctx.root)
+        return f"pid {pid}, as its own principal; log {process.log_file(name, ctx.home)}"
+
+    return Component(name, start, lambda ctx: process.stop(name, ctx.home),
+                     lambda ctx: process.status(name, ctx.home))
+
+
+def _demo_start(ctx: Context) -> str:
+    d = Daemon.load(ctx.home, DEMO)
+    if not d.alive():
+        d.spawn([sys.executable, "-m", "hanzo_stream.local.demo", "--home", str(ctx.home),
+                 "--rate", f"{DEMO_RATE:g}", "--registry", str(Path(ctx.registry.path).resolve()),
+                 "--schemas", str(ctx.root / "schemas")])
+    return f"~{DEMO_RATE:g} events/s from 4 services (a few invalid on purpose); log {d.log_file}"
+
+
+def components(registry: Registry) -> tuple[Component, ...]:
+    root = Path(registry.path).resolve().parent
+    return (
+        Component("kafka", _kafka_start, lambda ctx: kafka.stop(ctx.home / "kafka"), _kafka_status),
+        Component("reconcile", _reconcile_start, lambda ctx: None, _reconcile_status),
+        Component("schema-registry", _registry_start,
+                  lambda ctx: schema_registry.stop(ctx.home / "schema-registry"),
+                  lambda ctx: schema_registry.status(ctx.home / "schema-registry")),
+        Component("schemas", _schemas_start, lambda ctx: None, _schemas_status),
+        Component("kafka-exporter", _exporter_start, lambda ctx: kafka_exporter.stop(ctx.home / "exporter"),
+                  lambda ctx: kafka_exporter.status(ctx.home / "exporter")),
+        Component("prometheus", _prometheus_start, lambda ctx: prometheus.stop(ctx.home / "prometheus"),
+                  lambda ctx: prometheus.status(ctx.home / "prometheus")),
+        *(_job(name) for name in list_specs(root / "consumers")),
+        Component(DEMO, _demo_start, lambda ctx: Daemon.load(ctx.home, DEMO).stop(),
+                  lambda ctx: Daemon.load(ctx.home, DEMO).status()),
+    )
+
+
+def service_exports(ctx: Context) -> str:
+    """`export` lines for the local services besides the broker, where they run."""
+    import shlex
+
+    urls = {"HANZO_STREAM_SCHEMA_REGISTRY_URL": schema_registry.url(ctx.home / "schema-registry"),
+            "HANZO_STREAM_PROMETHEUS_URL": prometheus.url(ctx.home / "prometheus")}
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in urls.items() if v)
 
 
 def context(registry_path: Path, console: Console, brokers: int = 1) -> Context:
@@ -111,11 +225,12 @@ def context(registry_path: Path, console: Console, brokers: int = 1) -> Context:
 
 
 def up(ctx: Context, only: set[str] | None = None) -> None:
-    unknown = (only or set()) - {c.name for c in COMPONENTS}
+    comps = components(ctx.registry)
+    unknown = (only or set()) - {c.name for c in comps}
     if unknown:
         raise ValueError(f"unknown component(s) {', '.join(sorted(unknown))}; known: "
-                         + ", ".join(c.name for c in COMPONENTS))
-    for comp in COMPONENTS:
+                         + ", ".join(c.name for c in comps))
+    for comp in comps:
         if only and comp.name not in only:
             continue
         with ctx.console.status(f"starting {comp.name} ..."):
@@ -124,13 +239,79 @@ def up(ctx: Context, only: set[str] | None = None) -> None:
 
 
 def down(ctx: Context, purge: bool = False) -> None:
-    for comp in reversed(COMPONENTS):
-        comp.stop(ctx)
-        ctx.console.print(f"[green]✓[/green] stopped {comp.name}")
+    for comp in reversed(components(ctx.registry)):
+        was_running = comp.stop(ctx)
+        if was_running:
+            ctx.console.print(f"[green]✓[/green] stopped {comp.name}")
     if purge and ctx.home.exists():
         shutil.rmtree(ctx.home)
         ctx.console.print(f"[green]✓[/green] purged {ctx.home}")
 
 
-def status(ctx: Context) -> dict[str, dict[str, Any]]:
-    return {c.name: c.status(ctx) for c in COMPONENTS}
+def status(ctx: Context, processes_only: bool = False) -> dict[str, dict[str, Any]]:
+    """Each component's status; processes_only skips the ones that ask the cluster (cheap)."""
+    out = {}
+    for c in components(ctx.registry):
+        if processes_only and c.name in ("reconcile", "schemas"):
+            continue
+        try:
+            out[c.name] = c.status(ctx)
+        except Exception as e:  # one component's trouble must not hide the others
+            out[c.name] = {"error": str(e)}
+    return out
+
+
+# ---------------------------------------------------------------- is it working?
+
+def pipeline(ctx: Context) -> dict[str, Any]:
+    """What flows where: Prometheus' view (lag, rates, dead letters) plus each sink's count."""
+    from ..monitoring import status as live
+
+    url = prometheus.url(ctx.home / "prometheus")
+    snap = live.read(url).as_dict() if url else {}
+    billing = None
+    if url:
+        with contextlib.suppress(Exception):
+            billing = live.topic_records(url, "billing_events")
+    return {**snap, "clickhouse_rows": _report(ctx, "analytics-ingest").get("clickhouse_rows"),
+            "billing_events": billing, "audit_files": _audit_files(ctx)}
+
+
+def _report(ctx: Context, job: str) -> dict[str, Any]:
+    import json
+
+    from ..jobs.runner import REPORT_FILE
+
+    f = ctx.home / "jobs" / job / REPORT_FILE
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def _audit_files(ctx: Context) -> int | None:
+    if not (ctx.consumers / "audit-archive.yaml").exists():
+        return None
+    try:
+        from ..jobs.archive import archive_path, committed_files
+        from ..jobs.spec import load_spec
+
+        return len(committed_files(archive_path(load_spec("audit-archive", ctx.registry,
+                                                          ctx.consumers, ctx.home))))
+    except (ImportError, OSError):
+        return None
+
+
+def working(ctx: Context, p: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+    """What has not been seen working yet; empty when every part of the pipeline delivers.
+
+    Lag must be reported for every job's group; ClickHouse rows, audit files and dead letters
+    must have grown since `before` (a snapshot from when the watch began, so a restart is
+    not judged by yesterday's data); billing windows close hourly, so any will do.
+    """
+    before = before or {}
+    missing = [f"lag of {g}" for g in sorted(set(list_specs(ctx.consumers)) - set(p.get("lag") or {}))]
+    for what, key in (("new rows in ClickHouse", "clickhouse_rows"), ("new audit files", "audit_files"),
+                      ("new dead letters", "dead_letters")):
+        if (p.get(key) or 0) <= (before.get(key) or 0):
+            missing.append(what)
+    if not p.get("billing_events"):
+        missing.append("billing windows")
+    return missing

@@ -55,3 +55,9 @@ def read(url: str) -> LiveMetrics:
         active_controllers=None if controllers is None else int(controllers),
         firing=firing,
     )
+
+
+def topic_records(url: str, topic: str) -> int | None:
+    """Records ever written to a topic (sum of its partitions' end offsets), per the exporter."""
+    v = _scalar(url, f'sum(kafka_topic_partition_current_offset{{topic="{topic}"}})')
+    return None if v is None else int(v)

@@ -1,0 +1,214 @@
+"""The local platform's demo traffic: realistic events from every producing service.
+
+Each service produces as its own registry principal through the client library
+(EventProducer: the standard's settings, validation, murmur2 keys), so ACLs, schemas and
+dead letters are exercised exactly as in production. A few events are broken on purpose:
+  - some fail the client's own validation and are dead-lettered by the producer;
+  - some are raw bytes from a "legacy" service that bypasses the client, so the Spark jobs
+    find them and dead-letter them with provenance.
+On its first run it also replays two hours of buffered LLM usage, so billing-agg closes its
+first hourly windows at once instead of an hour after `local up`.
+
+Run by `hanzo-stream local up` as `python -m hanzo_stream.local.demo --home DIR`; the
+passwords come from DIR/credentials.json, never from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..client import envelope
+from ..client.producer import EventProducer
+from ..client.router import Accepted
+from ..registry import load_registry
+from ..schemas.store import load as load_schemas
+from . import credentials, kafka
+
+TEAMS = [(f"team_{t}", f"org_{o}") for t, o in
+         (("8f3a", "21c9"), ("1b7e", "21c9"), ("c402", "5d10"), ("77aa", "9e03"), ("e5d1", "9e03"))]
+MODELS = [("gpt-4o-mini", "openai", 15, 60), ("claude-sonnet-4", "anthropic", 300, 1500),
+          ("llama-3.1-70b", "hanzo", 60, 60)]  # (model, provider, micros per 1k in, per 1k out)
+AUDIT = [("iam.auth.login_success", "success"), ("iam.auth.login_failure", "failure"),
+         ("iam.auth.logout", "success"), ("iam.auth.mfa_challenge", "success"),
+         ("iam.authz.access_denied", "denied"), ("iam.authz.role_changed", "success"),
+         ("iam.auth.token_revoked", "success")]
+PAGES = ["/dashboard", "/insights", "/billing", "/settings", "/agents", "/docs"]
+SERVICES = {  # principal -> share of the traffic
+    "insights-capture": 0.5, "llm-gateway": 0.25, "iam-service": 0.15, "agent-gateway": 0.10}
+BACKFILL = timedelta(hours=2)
+INVALID_EVERY = 40  # about one event in 40 is broken, half each way
+
+
+@dataclass
+class Sent:
+    valid: int = 0
+    refused_by_client: int = 0  # dead-lettered by the producer (stage producer:<service>)
+    raw_invalid: int = 0  # sent around the client: the consuming job dead-letters them
+
+
+def insights(rng: random.Random, at: datetime) -> dict[str, Any]:
+    team, _ = rng.choice(TEAMS)
+    user = f"user_{rng.randrange(500)}"
+    data: dict[str, Any] = {"event": rng.choice(["$pageview", "$pageview", "$autocapture", "signup"]),
+                            "distinct_id": user, "session_id": f"sess_{user[5:]}_{at:%H}",
+                            "url": "https://app.hanzo.ai" + rng.choice(PAGES),
+                            "properties": {"$browser": rng.choice(["Firefox", "Chrome", "Safari"]),
+                                           "plan": rng.choice(["free", "pro", "team"])}}
+    return envelope.build("insights.event.captured", "insights-capture", data, team_id=team,
+                          timestamp=at)
+
+
+def llm_usage(rng: random.Random, at: datetime) -> dict[str, Any]:
+    team, org = rng.choice(TEAMS)
+    model, provider, per_in, per_out = rng.choice(MODELS)
+    prompt, completion = rng.randrange(50, 4000), rng.randrange(10, 1200)
+    data = {"request_id": f"req_{rng.getrandbits(48):012x}", "model": model, "provider": provider,
+            "prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "cost_micros": (prompt * per_in + completion * per_out) // 1000,
+            "latency_ms": rng.randrange(150, 9000)}
+    return envelope.build("llm.usage.completed", "llm-gateway", data, team_id=team, org_id=org,
+                          timestamp=at)
+
+
+def audit(rng: random.Random, at: datetime) -> dict[str, Any]:
+    team, org = rng.choice(TEAMS)
+    event_type, outcome = rng.choice(AUDIT)
+    data = {"actor_id": f"user_{rng.randrange(500)}", "actor_type": rng.choice(["user", "user", "service"]),
+            "outcome": outcome, "ip": f"203.0.113.{rng.randrange(1, 255)}"}
+    return envelope.build(event_type, "iam-service", data, team_id=team, org_id=org, timestamp=at)
+
+
+def agent_rpc(rng: random.Random, at: datetime) -> dict[str, Any]:
+    team, org = rng.choice(TEAMS)
+    units = rng.randrange(1, 10)
+    data = {"agent_id": f"agent_{rng.randrange(12)}", "method": rng.choice(["tools.search", "tools.fetch",
+                                                                          "memory.write"]),
+            "duration_ms": rng.randrange(5, 2000), "units": units, "cost_micros": units * 500}
+    return envelope.build("agent.rpc.metered", "agent-gateway", data, team_id=team, org_id=org,
+                          timestamp=at)
+
+
+MAKERS: dict[str, Callable[[random.Random, datetime], dict[str, Any]]] = {
+    "insights-capture": insights, "llm-gateway": llm_usage, "iam-service": audit,
+    "agent-gateway": agent_rpc}
+
+
+def broken_for_client(event: dict[str, Any]) -> dict[str, Any]:
+    """An event the client refuses (wrong type, missing field, seconds-only timestamp)."""
+    bad = json.loads(json.dumps(event))
+    if "cost_micros" in bad["data"]:
+        bad["data"]["cost_micros"] = bad["data"]["cost_micros"] + 0.5  # a float: never for money
+    elif "actor_id" in bad["data"]:
+        del bad["data"]["actor_id"]
+    else:
+        bad["timestamp"] = bad["timestamp"][:19] + "Z"
+    return bad
+
+
+def broken_raw(event: dict[str, Any]) -> bytes:
+    """Bytes from a service that skips the client: truncated JSON or a field missing."""
+    if event["type"].startswith("iam."):
+        return json.dumps({k: v for k, v in event.items() if k != "org_id"}).encode()
+    return json.dumps(event).encode()[:-7]
+
+
+def schedule(rate: float, rng: random.Random, now: Callable[[], float]) -> Iterator[str]:
+    """Which service speaks next, paced to `rate` events per second overall."""
+    names, weights = list(SERVICES), list(SERVICES.values())
+    interval, next_at = 1.0 / rate, now()
+    while True:
+        delay = next_at - now()
+        if delay > 0:
+            time.sleep(delay)
+        next_at += interval
+        yield rng.choices(names, weights)[0]
+
+
+class Demo:
+    def __init__(self, home: Path, registry_path: Path, schemas_dir: Path, seed: int | None = None):
+        self.home = home
+        self.rng = random.Random(seed)
+        cluster = kafka.LocalCluster.load(home / "kafka")
+        if cluster is None:
+            raise SystemExit(f"no local broker in {home}: run `hanzo-stream local up` first")
+        registry, schemas = load_registry(registry_path), load_schemas(schemas_dir)
+        creds = credentials.load_or_create(home / "credentials.json", sorted(registry.principal_names()))
+        self.producers = {p: EventProducer.connect(cluster.connection(p, creds.password(p)), stage=p,
+                                                   registry=registry, schemas=schemas,
+                                                   client_id=f"demo-{p}")
+                          for p in SERVICES}
+        self.topics = {p: registry.topic_for_event_type(MAKERS[p](self.rng, datetime.now(UTC))["type"]).name
+                       for p in SERVICES}
+        self.sent = Sent()
+        self.state_file = home / "demo-state.json"  # demo.json is the Daemon's
+
+    def emit(self, principal: str, at: datetime, broken: bool = False) -> None:
+        event = MAKERS[principal](self.rng, at)
+        producer = self.producers[principal]
+        if not broken:
+            if isinstance(producer.send(event), Accepted):
+                self.sent.valid += 1
+        elif self.rng.random() < 0.5:
+            producer.send(broken_for_client(event))
+            self.sent.refused_by_client += 1
+        else:  # a service that skips the client: nothing checks it before the job does
+            producer.producer.produce(self.topics[principal], broken_raw(event), b"legacy")
+            self.sent.raw_invalid += 1
+        producer.poll(0)
+
+    def backfill(self) -> None:
+        """Two hours of LLM usage a gateway had buffered, once per state directory."""
+        if self.state_file.exists() and json.loads(self.state_file.read_text()).get("backfilled"):
+            return
+        end = datetime.now(UTC) - timedelta(minutes=1)
+        t, n = end - BACKFILL, 0
+        while t < end:
+            self.emit("llm-gateway", t)
+            t, n = t + timedelta(seconds=6), n + 1
+        self.producers["llm-gateway"].flush_or_raise()
+        self.state_file.write_text(json.dumps({"backfilled": end.isoformat()}))
+        print(f"backfilled {n} llm.usage.completed events from {BACKFILL} before now", flush=True)
+
+    def run(self, rate: float, duration: float) -> Sent:
+        stop = {"now": False}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.update(now=True))
+        self.backfill()
+        deadline, last_report = time.monotonic() + duration, time.monotonic()
+        for count, principal in enumerate(schedule(rate, self.rng, time.monotonic)):
+            if stop["now"] or time.monotonic() >= deadline:
+                break
+            self.emit(principal, datetime.now(UTC), count % INVALID_EVERY == INVALID_EVERY - 1)
+            if time.monotonic() - last_report >= 30:
+                last_report = time.monotonic()
+                print(f"sent {self.sent}", flush=True)
+        for p in self.producers.values():
+            p.flush(30)
+        print(f"stopped; sent {self.sent}", flush=True)
+        return self.sent
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.local.demo", description=__doc__)
+    ap.add_argument("--home", type=Path, required=True, help="the local platform's state directory")
+    ap.add_argument("--rate", type=float, default=20.0, help="events per second, all services")
+    ap.add_argument("--duration", type=float, default=12 * 3600, help="seconds, then it stops")
+    ap.add_argument("--registry", type=Path, default=Path("topics.yaml"))
+    ap.add_argument("--schemas", type=Path, default=Path("schemas"))
+    args = ap.parse_args(argv)
+    Demo(args.home.resolve(), args.registry, args.schemas).run(args.rate, args.duration)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
