@@ -1,0 +1,177 @@
+"""The README's first command, for real: `hanzo-stream local up` brings up the whole platform.
+
+One platform for the module, in its own HANZO_STREAM_HOME: the broker (SASL_SSL, ACLs, JMX
+agent), the reconciler, Apicurio with the schemas registered, the lag exporter, Prometheus
+with the project's rules, the three Spark jobs as their own principals and the demo traffic.
+`up` itself only returns 0 once rows reached ClickHouse, billing windows reached
+billing_events, audit files were committed, dead letters arrived and every job's lag is in
+Prometheus. The tests then check the pieces from the outside, stop a Spark job to watch its
+lag rise and drain in Prometheus, and tear everything down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from hanzo_stream.jobs import process
+from hanzo_stream.local import prometheus
+from hanzo_stream.monitoring import dashboards
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = ("analytics-ingest", "audit-archive", "billing-agg")
+T = TypeVar("T")
+
+
+@dataclass
+class Platform:
+    home: Path
+    env: dict[str, str]
+    up_output: str
+
+    def cli(self, *args: str, timeout: float = 600, extra_env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "hanzo_stream", *args], cwd=ROOT,
+                              env=self.env | (extra_env or {}), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def status(self) -> dict:
+        res = self.cli("local", "status", "--json", timeout=120)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    @property
+    def prometheus_url(self) -> str:
+        url = prometheus.url(self.home / "prometheus")
+        assert url, "prometheus is not running"
+        return url
+
+    def lag(self, group: str) -> float | None:
+        r = prometheus.query(self.prometheus_url, f'sum(kafka_consumer_group_lag{{consumergroup="{group}"}})')
+        return float(r[0]["value"][1]) if r else None
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 2) -> T:
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except Exception as e:  # retried until the deadline
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory) -> Iterator[Platform]:
+    home = tmp_path_factory.mktemp("platform")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HANZO_STREAM_")}
+    env |= {"HANZO_STREAM_HOME": str(home), "HANZO_STREAM_DEMO_RATE": "30"}
+    p = Platform(home, env, "")
+    try:
+        res = p.cli("local", "up", "--wait", "480", timeout=900)
+        p.up_output = res.stdout + res.stderr
+        assert res.returncode == 0, p.up_output[-6000:]
+        yield p
+    finally:
+        p.cli("local", "down", timeout=300)
+
+
+def test_up_waits_until_every_part_of_the_pipeline_delivered(platform: Platform) -> None:
+    out = platform.up_output
+    for component in ("kafka", "reconcile", "schema-registry", "schemas", "kafka-exporter",
+                      "prometheus", *JOBS, "demo"):
+        assert f"✓ {component}:" in out, f"{component} not reported started:\n{out[-3000:]}"
+    assert "events reach ClickHouse, billing_events and the audit archive" in out
+    assert "password" not in out.lower()
+
+
+def test_status_shows_every_component_and_the_pipeline(platform: Platform) -> None:
+    st = platform.status()
+    comps, pipe = st["components"], st["pipeline"]
+    for name in ("kafka", "schema-registry", "kafka-exporter", "prometheus", *JOBS, "demo"):
+        assert comps[name]["running"] is True, (name, comps[name])
+    assert comps["reconcile"]["converged"] is True
+    assert comps["schemas"]["subjects"] == 12  # every event type on a registry topic
+    assert set(JOBS) <= set(pipe["lag"])
+    assert pipe["clickhouse_rows"] > 0 and pipe["billing_events"] > 0 and pipe["audit_files"] > 0
+    assert pipe["dead_letters"] > 0
+    assert pipe["under_replicated"] == 0 and pipe["active_controllers"] == 1
+    assert pipe["messages_in_per_sec"]["events_plugin_ingestion"] > 0
+
+
+def test_local_env_points_the_cli_at_the_platform(platform: Platform) -> None:
+    env = platform.cli("local", "env")
+    assert env.returncode == 0, env.stderr
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in env.stdout.splitlines())
+    exported = {k: v.strip("'") for k, v in exported.items()}
+    assert exported["HANZO_STREAM_SECURITY_PROTOCOL"] == "SASL_SSL"
+    plan = platform.cli("plan", extra_env=exported, timeout=120)
+    assert plan.returncode == 0, plan.stdout + plan.stderr  # converged: nothing to change
+    reg = platform.cli("schemas", "register", "--json", extra_env=exported, timeout=120)
+    assert reg.returncode == 0, reg.stdout + reg.stderr
+    assert {o["action"] for o in json.loads(reg.stdout)} == {"unchanged"}
+
+
+def test_every_dashboard_panel_has_data_from_the_running_platform(platform: Platform) -> None:
+    queries = dashboards.panel_queries()
+    url = platform.prometheus_url
+
+    def empty() -> list[str]:
+        return [f"{q.panel}: {q.expr}" for q in queries
+                if not prometheus.query(url, dashboards.expand(q.expr))]
+
+    deadline = time.monotonic() + 120
+    while (left := empty()) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not left, "panels without data:\n" + "\n".join(left)
+    for group in JOBS:  # filtered to one Spark job's group, as on-call looks at it
+        for q in queries:
+            if "$group" in q.expr:
+                expr = dashboards.expand(q.expr, {"group": group})
+                assert prometheus.query(url, expr), f"{q.panel} empty for {group}"
+
+
+def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform: Platform) -> None:
+    group = "analytics-ingest"
+    assert process.stop(group, platform.home)
+    assert not process.status(group, platform.home)["running"]
+    # The demo keeps producing ~15 events/s to its topic.
+    risen = wait_for(lambda: (v := platform.lag(group)) is not None and v >= 300 and v, 120,
+                     f"{group} lag >= 300 in Prometheus while the job is stopped")
+    restart = platform.cli("local", "up", "--only", group, timeout=300)
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    wait_for(lambda: (v := platform.lag(group)) is not None and v < min(100, risen / 3), 240,
+             f"{group} lag to drain below {min(100, risen / 3):.0f} (peak {risen:.0f})")
+
+
+def test_down_stops_every_process_and_keeps_the_data(platform: Platform) -> None:
+    pids = [info["pid"] for info in platform.status()["components"].values() if info.get("pid")]
+    assert len(pids) >= 7  # registry, exporter, prometheus, three jobs, demo (+ the broker's own file)
+    res = platform.cli("local", "down", timeout=300)
+    assert res.returncode == 0, res.stderr
+    for pid in pids:  # gone, or a zombie waiting for init to reap it
+        state = Path(f"/proc/{pid}/status")
+        assert not state.exists() or b"zombie" in state.read_bytes().lower(), pid
+    comps = platform.status()["components"]
+    assert not any(info.get("running") for info in comps.values()), comps
+    assert (platform.home / "kafka" / "node-1" / "data" / "meta.properties").exists()
+    assert (platform.home / "jobs" / "analytics-ingest" / "chdb").exists()
+    assert (platform.home / "credentials.json").exists()
+    purge = platform.cli("local", "down", "--purge", timeout=120)
+    assert purge.returncode == 0, purge.stderr
+    assert not platform.home.exists()
