@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -21,6 +23,23 @@ from hanzo_stream.local import credentials, kafka
 from hanzo_stream.registry import Registry
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
+    """Poll fn until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except Exception as e:  # retried until the deadline
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 @dataclass

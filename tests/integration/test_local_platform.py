@@ -16,22 +16,21 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from hanzo_stream.jobs import process
 from hanzo_stream.local import prometheus
 from hanzo_stream.monitoring import dashboards
+from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ("analytics-ingest", "audit-archive", "billing-agg")
-T = TypeVar("T")
 
 
 @dataclass
@@ -60,20 +59,6 @@ class Platform:
     def lag(self, group: str) -> float | None:
         r = prometheus.query(self.prometheus_url, f'sum(kafka_consumer_group_lag{{consumergroup="{group}"}})')
         return float(r[0]["value"][1]) if r else None
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 2) -> T:
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except Exception as e:  # retried until the deadline
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 @pytest.fixture(scope="module")

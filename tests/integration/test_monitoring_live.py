@@ -13,10 +13,9 @@ import contextlib
 import re
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -24,12 +23,12 @@ from hanzo_stream import dead_letter
 from hanzo_stream.connection import ENV, Connection
 from hanzo_stream.local import credentials, jars, kafka, kafka_exporter, prometheus
 from hanzo_stream.monitoring import JMX_RULES_FILE, dashboards, rule_files
+from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "monitoring_probe"
 GROUP = "monitoring-probe"
-T = TypeVar("T")
 
 
 @dataclass
@@ -51,22 +50,6 @@ class Stack:
 
     def query(self, promql: str) -> list[dict]:
         return prometheus.query(self.prometheus_url, promql)
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
-    """Poll fn until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except Exception as e:  # retried until the deadline
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def produce(conn: Connection, topic: str, count: int, size: int = 200) -> None:
