@@ -9,6 +9,7 @@ come from consumers/ (one component per spec), the principals and topics from to
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -278,8 +279,6 @@ def pipeline(ctx: Context) -> dict[str, Any]:
 
 
 def _report(ctx: Context, job: str) -> dict[str, Any]:
-    import json
-
     from ..jobs.runner import REPORT_FILE
 
     f = ctx.home / "jobs" / job / REPORT_FILE
