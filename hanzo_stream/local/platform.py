@@ -30,7 +30,7 @@ from . import credentials, jars, kafka, kafka_exporter, prometheus, schema_regis
 from .paths import state_dir
 
 DEMO = "demo"
-DEMO_RATE = float(os.environ.get("HANZO_STREAM_DEMO_RATE", "20"))  # events/s, all services
+DEMO_RATE_ENV = "HANZO_STREAM_DEMO_RATE"  # events/s over all services; default 20
 
 
 @dataclass
@@ -186,11 +186,12 @@ def _job(name: str) -> Component:
 
 def _demo_start(ctx: Context) -> str:
     d = Daemon.load(ctx.home, DEMO)
+    rate = float(os.environ.get(DEMO_RATE_ENV, "20"))
     if not d.alive():
         d.spawn([sys.executable, "-m", "hanzo_stream.local.demo", "--home", str(ctx.home),
-                 "--rate", f"{DEMO_RATE:g}", "--registry", str(Path(ctx.registry.path).resolve()),
+                 "--rate", f"{rate:g}", "--registry", str(Path(ctx.registry.path).resolve()),
                  "--schemas", str(ctx.root / "schemas")])
-    return f"~{DEMO_RATE:g} events/s from 4 services (a few invalid on purpose); log {d.log_file}"
+    return f"~{rate:g} events/s from 4 services (a few invalid on purpose); log {d.log_file}"
 
 
 def components(registry: Registry) -> tuple[Component, ...]:
