@@ -148,8 +148,7 @@ class Demo:
                                                    registry=registry, schemas=schemas,
                                                    client_id=f"demo-{p}")
                           for p in SERVICES}
-        self.topics = {p: registry.topic_for_event_type(MAKERS[p](self.rng, datetime.now(UTC))["type"]).name
-                       for p in SERVICES}
+        self.topics = {p: next(t.name for t in registry.topics if p in t.producers) for p in SERVICES}
         self.sent = Sent()
         self.state_file = home / "demo-state.json"  # demo.json is the Daemon's
 

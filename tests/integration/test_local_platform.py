@@ -112,6 +112,38 @@ def test_local_env_points_the_cli_at_the_platform(platform: Platform) -> None:
     assert {o["action"] for o in json.loads(reg.stdout)} == {"unchanged"}
 
 
+def test_broken_demo_events_are_dead_lettered_by_the_client_and_by_each_job(platform: Platform) -> None:
+    """The demo breaks 1 event in 40: half the client refuses, half only the Spark jobs see."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from hanzo_stream import dead_letter as dl
+    from hanzo_stream.local import credentials, kafka
+
+    cluster = kafka.LocalCluster.load(platform.home / "kafka")
+    creds = credentials.load_or_create(platform.home / "credentials.json", [])
+    c = Consumer(cluster.connection("admin", creds.admin).confluent()
+                 | {"group.id": "test-dead-letters", "enable.auto.commit": False})
+    try:
+        tp = TopicPartition(dl.TOPIC, 0)
+        _, end = c.get_watermark_offsets(tp, timeout=10)
+        c.assign([TopicPartition(dl.TOPIC, 0, 0)])
+        stages: dict[str, int] = {}
+        for _ in range(end):
+            m = c.poll(10)
+            if m is None:
+                break
+            h = dict(m.headers() or [])
+            assert m.value() is not None and h[dl.H_ERROR_MESSAGE], h  # original bytes + why
+            assert int(h[dl.H_SOURCE_PARTITION]) >= -1 and h[dl.H_SOURCE_TOPIC], h
+            stage = h[dl.H_STAGE].decode()
+            stages[stage] = stages.get(stage, 0) + 1
+    finally:
+        c.close()
+    producers = {"producer:insights-capture", "producer:llm-gateway", "producer:iam-service"}
+    assert producers <= set(stages), stages
+    assert {f"job:{j}" for j in JOBS} <= set(stages), stages
+
+
 def test_every_dashboard_panel_has_data_from_the_running_platform(platform: Platform) -> None:
     queries = dashboards.panel_queries()
     url = platform.prometheus_url
