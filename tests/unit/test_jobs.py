@@ -247,6 +247,7 @@ def test_chdb_sink_absorbs_replays_and_producer_retries(tmp_path):
         retry = _events(["c", "d"], offset0=3)  # a producer retried c: new offset, same id
         sink.write(retry, clickhouse.insert_token("analytics-ingest", {0: (3, 4)}))
         assert sink.query("SELECT count() AS n FROM events").to_pylist() == [{"n": 5}]
+        assert sink.count() == 5  # what the job reports to `local status`
         final = sink.query("SELECT id, _offset FROM events FINAL ORDER BY id").to_pylist()
         assert final == [{"id": i, "_offset": o} for i, o in (("a", 0), ("b", 1), ("c", 3), ("d", 4))]
     finally:
@@ -455,3 +456,17 @@ def test_commit_waits_out_a_loading_coordinator_but_not_an_acl_error():
     c.record("q", {("t", 0): 5})
     with pytest.raises(KafkaException):
         c.commit()
+
+
+def test_job_report_merges_numbers_for_local_status(tmp_path, registry):
+    from hanzo_stream.jobs.runner import REPORT_FILE, JobContext
+
+    spec = load_spec("analytics-ingest", registry, ROOT / "consumers", tmp_path)
+    spec.state_dir.mkdir(parents=True)
+    ctx = JobContext(spark=None, spec=spec, registry=registry, conn=None)
+    ctx.report(clickhouse_rows=10)
+    ctx.report(batches=2)
+    ctx.report(clickhouse_rows=25)
+    got = json.loads((spec.state_dir / REPORT_FILE).read_text())
+    assert got["clickhouse_rows"] == 25 and got["batches"] == 2 and got["at"] > 0
+    assert [f.name for f in spec.state_dir.iterdir()] == [REPORT_FILE]  # no temp file left
