@@ -7,6 +7,7 @@ FETCHERS so one command warms every cache.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 from collections.abc import Callable
 
@@ -36,9 +37,14 @@ def main() -> None:
         if fn:
             fetchers.append((label, fn))
     for label, fn in fetchers:
+        tty = sys.stdout.isatty()
+        if tty:  # the first fetch can take a minute: say what is being fetched
+            print(f"    {label} ...", end="", flush=True)
         t = time.monotonic()
         where = fn()
-        print(f"    {label}: {where} ({time.monotonic() - t:.1f}s)")
+        if isinstance(where, list):  # a set of jars: name their folder
+            where = f"{len(where)} jars in {where[0].parent}" if where else "nothing"
+        print(f"{chr(13) if tty else ''}    {label}: {where} ({time.monotonic() - t:.1f}s)")
 
 
 if __name__ == "__main__":
