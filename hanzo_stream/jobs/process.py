@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
-def _job_dir(name: str, home: Path) -> Path:
+def job_dir(name: str, home: Path) -> Path:
     return Path(home) / "jobs" / name
 
 
@@ -40,14 +40,14 @@ def _alive(pid: int | None, name: str) -> bool:
 
 
 def _read_pid(name: str, home: Path) -> int | None:
-    f = _job_dir(name, home) / "job.json"
+    f = job_dir(name, home) / "job.json"
     if not f.exists():
         return None
     return json.loads(f.read_text()).get("pid")
 
 
 def log_file(name: str, home: Path) -> Path:
-    return _job_dir(name, home) / "job.log"
+    return job_dir(name, home) / "job.log"
 
 
 def start(name: str, home: Path, conn_env: Mapping[str, str], *, once: bool = False,
@@ -63,7 +63,7 @@ def start(name: str, home: Path, conn_env: Mapping[str, str], *, once: bool = Fa
     if _alive(running, name):
         assert running is not None
         return running
-    d = _job_dir(name, home)
+    d = job_dir(name, home)
     d.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **conn_env, **(extra_env or {}), "HANZO_STREAM_HOME": str(home)}
     # The child imports the same hanzo_stream as this process, whatever pip installed.

@@ -42,8 +42,7 @@ class Context:
 
     @property
     def root(self) -> Path:
-        """The checkout: topics.yaml's folder holds schemas/, consumers/ and spark/."""
-        return Path(self.registry.path).resolve().parent
+        return checkout(self.registry)
 
     @property
     def consumers(self) -> Path:
@@ -70,12 +69,18 @@ class Context:
         return url
 
 
+def checkout(registry: Registry) -> Path:
+    """topics.yaml's folder, which holds schemas/, consumers/ and spark/ beside it."""
+    return Path(registry.path).resolve().parent
+
+
 @dataclass(frozen=True)
 class Component:
     name: str
     start: Callable[[Context], str]  # returns a one-line summary
     stop: Callable[[Context], object]
     status: Callable[[Context], dict[str, Any]]
+    asks_cluster: bool = False  # its status is a round trip to the broker or registry, not a pid
 
 
 # ---------------------------------------------------------------- the broker and the registry
@@ -195,19 +200,18 @@ def _demo_start(ctx: Context) -> str:
 
 
 def components(registry: Registry) -> tuple[Component, ...]:
-    root = Path(registry.path).resolve().parent
     return (
         Component("kafka", _kafka_start, lambda ctx: kafka.stop(ctx.home / "kafka"), _kafka_status),
-        Component("reconcile", _reconcile_start, lambda ctx: None, _reconcile_status),
+        Component("reconcile", _reconcile_start, lambda ctx: None, _reconcile_status, asks_cluster=True),
         Component("schema-registry", _registry_start,
                   lambda ctx: schema_registry.stop(ctx.home / "schema-registry"),
                   lambda ctx: schema_registry.status(ctx.home / "schema-registry")),
-        Component("schemas", _schemas_start, lambda ctx: None, _schemas_status),
+        Component("schemas", _schemas_start, lambda ctx: None, _schemas_status, asks_cluster=True),
         Component("kafka-exporter", _exporter_start, lambda ctx: kafka_exporter.stop(ctx.home / "exporter"),
                   lambda ctx: kafka_exporter.status(ctx.home / "exporter")),
         Component("prometheus", _prometheus_start, lambda ctx: prometheus.stop(ctx.home / "prometheus"),
                   lambda ctx: prometheus.status(ctx.home / "prometheus")),
-        *(_job(name) for name in list_specs(root / "consumers")),
+        *(_job(name) for name in list_specs(checkout(registry) / "consumers")),
         Component(DEMO, _demo_start, lambda ctx: Daemon.load(ctx.home, DEMO).stop(),
                   lambda ctx: Daemon.load(ctx.home, DEMO).status()),
     )
@@ -254,7 +258,7 @@ def status(ctx: Context, processes_only: bool = False) -> dict[str, dict[str, An
     """Each component's status; processes_only skips the ones that ask the cluster (cheap)."""
     out = {}
     for c in components(ctx.registry):
-        if processes_only and c.name in ("reconcile", "schemas"):
+        if processes_only and c.asks_cluster:
             continue
         try:
             out[c.name] = c.status(ctx)
@@ -282,7 +286,7 @@ def pipeline(ctx: Context) -> dict[str, Any]:
 def _report(ctx: Context, job: str) -> dict[str, Any]:
     from ..jobs.runner import REPORT_FILE
 
-    f = ctx.home / "jobs" / job / REPORT_FILE
+    f = process.job_dir(job, ctx.home) / REPORT_FILE
     return json.loads(f.read_text()) if f.exists() else {}
 
 
