@@ -90,8 +90,16 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def random_cluster_id() -> str:
+    """A KRaft cluster id as Kafka's Uuid.randomUuid() makes it.
+
+    Like Kafka, never one starting with "-": kafka-storage's argument parser would read it as
+    an option (1 in 64 ids did, and failed `format` with "expected one argument").
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _alive(pid: int | None, marker: str) -> bool:
@@ -140,7 +148,7 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
     if cluster is None:
         ports = free_ports(4 * brokers)
         cluster = LocalCluster(
-            home=str(home), cluster_id=_random_cluster_id(), ca_file="",
+            home=str(home), cluster_id=random_cluster_id(), ca_file="",
             nodes=[{"node_id": i + 1, "host": "127.0.0.1", "client_port": ports[4 * i],
                     "internal_port": ports[4 * i + 1], "controller_port": ports[4 * i + 2],
                     "pid": None} for i in range(brokers)],

@@ -3,6 +3,7 @@ judgement of "working". The real thing runs in tests/integration/test_local_plat
 
 from __future__ import annotations
 
+import base64
 import random
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,7 @@ from rich.console import Console
 
 from hanzo_stream.client.router import Accepted, Refused, Router
 from hanzo_stream.client.validator import Validator
-from hanzo_stream.local import demo, platform
+from hanzo_stream.local import demo, kafka, platform
 from hanzo_stream.schemas.store import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +82,11 @@ def test_nothing_counts_as_working_from_an_empty_snapshot(registry, tmp_path):
 def test_up_refuses_unknown_components(registry, tmp_path):
     with pytest.raises(ValueError, match="unknown component.*known: kafka, reconcile"):
         platform.up(_ctx(registry, tmp_path), {"kafak"})
+
+
+def test_cluster_ids_are_kraft_uuids_that_kafka_storage_can_parse():
+    """1 in 64 raw base64 uuids starts with "-", which kafka-storage reads as an option."""
+    ids = [kafka.random_cluster_id() for _ in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
+    assert len(set(ids)) == len(ids)
