@@ -50,9 +50,6 @@ def build(ctx: JobContext) -> list:
         F.col("value").cast("string").alias("raw"),  # the event as received, for forensics
         F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
         F.col("e.org_id").alias("org_id"), F.to_date("event_time").alias("date"))
-    # One task per (org, date): each batch writes one file per partition directory instead of
-    # one per Kafka partition that carried that org. Audit volume is small; the shuffle is cheap.
-    events = events.repartition("org_id", "date")
     archive = ctx.start(events.writeStream.format("parquet").option("path", archive_path(ctx.spec))
                         .partitionBy("org_id", "date").outputMode("append"), "archive")
 
