@@ -330,7 +330,8 @@ def main() -> None:
         lat = latency_quantiles(live_metrics)
         max_lag = {g: max((lags.get(g, 0) for _, lags, _ in sampler.samples), default=0)
                    for g in ("analytics-ingest", "billing-agg")}
-        plot(sampler.samples, args.rate, args.llm_rate, produce_end, PLOT)
+        plot(sampler.samples, args.rate, args.llm_rate, produce_end,
+             home / PLOT.name if args.no_doc else PLOT)
 
         # 2. catch-up, one job at a time --------------------------------------------
         catch = {}
