@@ -46,7 +46,7 @@ PAGES = ["/dashboard", "/insights", "/billing", "/settings", "/agents", "/docs"]
 SERVICES = {  # principal -> share of the traffic
     "insights-capture": 0.5, "llm-gateway": 0.25, "iam-service": 0.15, "agent-gateway": 0.10}
 BACKFILL = timedelta(hours=2)
-INVALID_EVERY = 40  # about one event in 40 is broken, half each way
+INVALID_EVERY = 40  # each service's every 40th event is broken, alternately each way
 
 
 @dataclass
@@ -123,6 +123,17 @@ def broken_raw(event: dict[str, Any]) -> bytes:
     return json.dumps(event).encode()[:-7]
 
 
+def breakage(n: int) -> str | None:
+    """How a service's n-th event is broken: "client", "raw" or not at all.
+
+    Counted per service, not drawn at random, so every service's broken events arrive within
+    its first 80 events and both ways: the 40th is refused by the client, the 80th skips it.
+    """
+    if n % INVALID_EVERY:
+        return None
+    return "client" if n // INVALID_EVERY % 2 else "raw"
+
+
 def schedule(rate: float, rng: random.Random, now: Callable[[], float]) -> Iterator[str]:
     """Which service speaks next, paced to `rate` events per second overall."""
     names, weights = list(SERVICES), list(SERVICES.values())
@@ -150,15 +161,18 @@ class Demo:
                           for p in SERVICES}
         self.topics = {p: next(t.name for t in registry.topics if p in t.producers) for p in SERVICES}
         self.sent = Sent()
+        self.counts = dict.fromkeys(SERVICES, 0)
         self.state_file = home / "demo-state.json"  # demo.json is the Daemon's
 
-    def emit(self, principal: str, at: datetime, broken: bool = False) -> None:
+    def emit(self, principal: str, at: datetime, breakable: bool = True) -> None:
         event = MAKERS[principal](self.rng, at)
         producer = self.producers[principal]
-        if not broken:
+        self.counts[principal] += 1
+        how = breakage(self.counts[principal]) if breakable else None
+        if how is None:
             if isinstance(producer.send(event), Accepted):
                 self.sent.valid += 1
-        elif self.rng.random() < 0.5:
+        elif how == "client":
             producer.send(broken_for_client(event))
             self.sent.refused_by_client += 1
         else:  # a service that skips the client: nothing checks it before the job does
@@ -173,7 +187,7 @@ class Demo:
         end = datetime.now(UTC) - timedelta(minutes=1)
         t, n = end - BACKFILL, 0
         while t < end:
-            self.emit("llm-gateway", t)
+            self.emit("llm-gateway", t, breakable=False)
             t, n = t + timedelta(seconds=6), n + 1
         self.producers["llm-gateway"].flush_or_raise()
         self.state_file.write_text(json.dumps({"backfilled": end.isoformat()}))
@@ -185,10 +199,10 @@ class Demo:
             signal.signal(sig, lambda *_: stop.update(now=True))
         self.backfill()
         deadline, last_report = time.monotonic() + duration, time.monotonic()
-        for count, principal in enumerate(schedule(rate, self.rng, time.monotonic)):
+        for principal in schedule(rate, self.rng, time.monotonic):
             if stop["now"] or time.monotonic() >= deadline:
                 break
-            self.emit(principal, datetime.now(UTC), count % INVALID_EVERY == INVALID_EVERY - 1)
+            self.emit(principal, datetime.now(UTC))
             if time.monotonic() - last_report >= 30:
                 last_report = time.monotonic()
                 print(f"sent {self.sent}", flush=True)

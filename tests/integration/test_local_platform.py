@@ -113,25 +113,26 @@ def test_local_env_points_the_cli_at_the_platform(platform: Platform) -> None:
 
 
 def test_broken_demo_events_are_dead_lettered_by_the_client_and_by_each_job(platform: Platform) -> None:
-    """The demo breaks 1 event in 40: half the client refuses, half only the Spark jobs see."""
+    """Every service's 40th event is refused by its client, its 80th only the Spark job sees."""
     from confluent_kafka import Consumer, TopicPartition
 
     from hanzo_stream import dead_letter as dl
     from hanzo_stream.local import credentials, kafka
 
+    producers = {"producer:insights-capture", "producer:llm-gateway", "producer:iam-service"}
+    wanted = producers | {f"job:{j}" for j in JOBS}
     cluster = kafka.LocalCluster.load(platform.home / "kafka")
     creds = credentials.load_or_create(platform.home / "credentials.json", [])
     c = Consumer(cluster.connection("admin", creds.admin).confluent()
                  | {"group.id": "test-dead-letters", "enable.auto.commit": False})
+    stages: dict[str, int] = {}
     try:
-        tp = TopicPartition(dl.TOPIC, 0)
-        _, end = c.get_watermark_offsets(tp, timeout=10)
         c.assign([TopicPartition(dl.TOPIC, 0, 0)])
-        stages: dict[str, int] = {}
-        for _ in range(end):
-            m = c.poll(10)
-            if m is None:
-                break
+        deadline = time.monotonic() + 180  # the slowest stage: audit-archive's 30 s trigger
+        while not wanted <= set(stages) and time.monotonic() < deadline:
+            m = c.poll(2)
+            if m is None or m.error():
+                continue
             h = dict(m.headers() or [])
             assert m.value() is not None and h[dl.H_ERROR_MESSAGE], h  # original bytes + why
             assert int(h[dl.H_SOURCE_PARTITION]) >= -1 and h[dl.H_SOURCE_TOPIC], h
@@ -139,9 +140,7 @@ def test_broken_demo_events_are_dead_lettered_by_the_client_and_by_each_job(plat
             stages[stage] = stages.get(stage, 0) + 1
     finally:
         c.close()
-    producers = {"producer:insights-capture", "producer:llm-gateway", "producer:iam-service"}
-    assert producers <= set(stages), stages
-    assert {f"job:{j}" for j in JOBS} <= set(stages), stages
+    assert wanted <= set(stages), f"missing {wanted - set(stages)}; got {stages}"
 
 
 def test_every_dashboard_panel_has_data_from_the_running_platform(platform: Platform) -> None:

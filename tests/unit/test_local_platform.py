@@ -90,3 +90,11 @@ def test_cluster_ids_are_kraft_uuids_that_kafka_storage_can_parse():
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_every_service_breaks_events_both_ways_early_and_one_in_forty():
+    """Counted, not drawn: each dead-letter stage gets records within a service's first 80 events."""
+    first = [demo.breakage(n) for n in range(1, 2 * demo.INVALID_EVERY + 1)]
+    assert first.count("client") == first.count("raw") == 1
+    ways = [demo.breakage(n) for n in range(1, 4001)]
+    assert ways.count(None) == 4000 - 100 and ways.count("client") == ways.count("raw") == 50
