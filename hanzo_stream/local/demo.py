@@ -167,8 +167,10 @@ class Demo:
     def emit(self, principal: str, at: datetime, breakable: bool = True) -> None:
         event = MAKERS[principal](self.rng, at)
         producer = self.producers[principal]
-        self.counts[principal] += 1
-        how = breakage(self.counts[principal]) if breakable else None
+        how = None
+        if breakable:  # the backfill is never broken and does not count
+            self.counts[principal] += 1
+            how = breakage(self.counts[principal])
         if how is None:
             if isinstance(producer.send(event), Accepted):
                 self.sent.valid += 1
