@@ -157,6 +157,11 @@ def apply(
             err.print("[bold red]error:[/bold red] the cluster changed since this plan was made "
                       f"({plan_file}); nothing was applied. Run plan again.")
             raise typer.Exit(1)
+        if saved.changes != fresh.changes:
+            err.print("[bold red]error:[/bold red] the registry no longer gives the plan that was "
+                      f"reviewed ({plan_file}: {len(saved.changes)} change(s), now "
+                      f"{len(fresh.changes)}); nothing was applied. Run plan again and review it.")
+            raise typer.Exit(1)
         todo = saved
     if not json_:
         print_plan(todo, out)

@@ -12,3 +12,6 @@ BITNAMI_IMAGE = f"docker.io/bitnamilegacy/kafka:{KAFKA_VERSION}"
 APACHE_IMAGE = f"docker.io/apache/kafka:{KAFKA_VERSION}"
 
 JMX_EXPORTER_VERSION = "1.0.1"
+
+# Workflow linter run by the test suite over .github/workflows (go install, .ci/install-lint.sh).
+ACTIONLINT_VERSION = "1.7.12"

@@ -163,6 +163,23 @@ def test_saved_plan_refused_when_cluster_changed(hip_cluster, tmp_path):
     assert "planned_topic" in admin.list_topics(timeout=10).topics
 
 
+def test_saved_plan_refused_when_registry_changed_since_review(hip_cluster, tmp_path):
+    """A plan reviewed for one registry is never applied for another (a PR updated after review,
+    or another PR merged first): same cluster fingerprint, different changes -> exit 1."""
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["topics"].append({"name": "reviewed_topic", "partitions": 4, "retention": "1d", "key": "team_id"})
+    reg = tmp_path / "topics.yaml"
+    reg.write_text(yaml.safe_dump(data))
+    plan_file = tmp_path / "plan.json"
+    assert cli(hip_cluster, "plan", "--registry", str(reg), "--out", str(plan_file))[0] == 2
+    data["topics"][-1]["name"] = "unreviewed_topic"
+    reg.write_text(yaml.safe_dump(data))
+    code, output = cli(hip_cluster, "apply", "--registry", str(reg), "--plan", str(plan_file))
+    assert code == 1 and "no longer gives the plan that was reviewed" in output, output
+    topics = hip_cluster.admin_client().list_topics(timeout=10).topics
+    assert "reviewed_topic" not in topics and "unreviewed_topic" not in topics
+
+
 def test_partial_failure_applies_the_rest_and_rerun_converges(hip_cluster, registry, tmp_path):
     data = yaml.safe_load((ROOT / "topics.yaml").read_text())
     data["principals"].append({"name": "new-service"})

@@ -1,10 +1,15 @@
-"""The pull-request workflow service teams rely on: validate and plan on PRs, apply on merge,
-and every `hanzo-stream` command it runs exists with the flags it passes."""
+"""The repository's own workflows: the test suite on every change, `pulumi preview` per stack,
+and the registry flow service teams rely on (validate and plan on PRs, the plan as one updated
+comment, apply on merge of exactly the reviewed plan). actionlint (with shellcheck) reads every
+workflow, and every `hanzo-stream` command a workflow runs exists with the flags it passes."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,11 +19,81 @@ from typer.testing import CliRunner
 from hanzo_stream.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKFLOW = yaml.safe_load((ROOT / ".github" / "workflows" / "registry.yml").read_text())
+WORKFLOWS = ROOT / ".github" / "workflows"
+WORKFLOW = yaml.safe_load((WORKFLOWS / "registry.yml").read_text())
 
 
-def _runs(job: str) -> str:
-    return "\n".join(s.get("run", "") for s in WORKFLOW["jobs"][job]["steps"])
+def _load(name: str) -> dict:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def _on(workflow: dict) -> dict:
+    return workflow.get("on") or workflow[True]  # PyYAML reads a bare `on:` key as True
+
+
+def _runs(job: str, workflow: dict = WORKFLOW) -> str:
+    return "\n".join(s.get("run", "") for s in workflow["jobs"][job]["steps"])
+
+
+def _actionlint() -> str:
+    gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True).stdout.strip() \
+        if shutil.which("go") else os.path.expanduser("~/go")
+    found = shutil.which("actionlint") or str(Path(gopath) / "bin" / "actionlint")
+    assert Path(found).exists(), "actionlint is missing: .ci/install-lint.sh installs it"
+    return found
+
+
+def test_actionlint_and_shellcheck_find_nothing_in_any_workflow():
+    assert shutil.which("shellcheck"), "shellcheck is missing: .ci/install-lint.sh installs it"
+    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
+    assert len(files) >= 3
+    res = subprocess.run([_actionlint(), "-shellcheck", shutil.which("shellcheck"), *files],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_every_change_runs_the_readme_test_command():
+    ci = _load("ci.yml")
+    on = _on(ci)
+    assert "pull_request" in on and on["push"]["branches"] == ["main"]
+    assert "paths" not in (on["pull_request"] or {})  # every pull request, whatever it touches
+    assert "bash .ci/run" in _runs("test", ci)
+    assert "./dev test" in (ROOT / ".ci" / "run").read_text()
+    assert ci["jobs"]["test"]["timeout-minutes"] <= 90
+
+
+def test_infra_changes_preview_every_stack_and_only_preview():
+    infra = _load("infra.yml")
+    paths = _on(infra)["pull_request"]["paths"]
+    assert "infra/**" in paths and "Pulumi*.yaml" in paths
+    job = infra["jobs"]["preview"]
+    stacks = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
+    assert sorted(job["strategy"]["matrix"]["stack"]) == stacks
+    pulumi = [s for s in job["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@")]
+    assert len(pulumi) == 1 and pulumi[0]["with"]["command"] == "preview"
+    assert pulumi[0]["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert "up" not in {s.get("with", {}).get("command") for s in job["steps"]}
+
+
+def test_the_plan_is_one_pull_request_comment_updated_in_place():
+    steps = WORKFLOW["jobs"]["plan"]["steps"]
+    post = next(s for s in steps if "comment" in s.get("name", ""))
+    run = post["run"]
+    marker = re.search(r"marker='(<!--[^']+-->)'", run).group(1)
+    assert "select(.body | startswith" in run  # finds its own earlier comment by the marker
+    assert run.index("-X PATCH") < run.index("-X POST")  # updates it; creates one only if none
+    assert "plan.txt" in run and marker
+    assert WORKFLOW["jobs"]["plan"]["permissions"]["pull-requests"] == "write"
+
+
+def test_merge_applies_exactly_the_reviewed_plan_artifact():
+    plan_steps = WORKFLOW["jobs"]["plan"]["steps"]
+    upload = next(s for s in plan_steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] == "plan-${{ github.event.pull_request.head.sha }}"
+    apply_runs = _runs("apply")
+    assert '--name "plan-$head"' in apply_runs  # the artifact of the merged PR's head commit
+    assert "exit 1" in apply_runs  # no reviewed plan: nothing applied
+    assert re.search(r"hanzo-stream apply --plan reviewed/plan\.json", apply_runs)
 
 
 def test_pull_requests_validate_gate_and_plan_but_never_apply():
