@@ -4,6 +4,7 @@ the archive's committed-file reader, background processes and the CLI."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -285,17 +286,53 @@ def test_http_sink_sends_the_same_ddl_and_tokens():
 
 def test_dead_letter_headers_follow_the_contract():
     r = kafka_out.Rejected("llm_usage", 3, 42, b"team-1", b"{bad", "json.malformed", "not JSON", "s")
-    h = dict(kafka_out.dead_letter_headers(r, "job:billing-agg", "2026-01-01T00:00:00.000Z"))
+    rec = r.dead_letter("job:billing-agg", "2026-01-01T00:00:00.000Z")
+    h = dict(rec.headers)
+    assert (rec.topic, rec.key, rec.value) == (dl.TOPIC, b"llm_usage", b"{bad")
     assert set(h) == set(dl.ALL_HEADERS)
     assert h[dl.H_SOURCE_PARTITION] == b"3" and h[dl.H_SOURCE_OFFSET] == b"42"
     assert h[dl.H_STAGE] == b"job:billing-agg" and h[dl.H_ORIGINAL_KEY] == b"team-1"
     no_key = kafka_out.Rejected("t", 0, 0, None, None, "c", "m")
-    assert dl.H_ORIGINAL_KEY not in dict(kafka_out.dead_letter_headers(no_key, "s", "t"))
+    assert dl.H_ORIGINAL_KEY not in dict(no_key.dead_letter("s", "t").headers)
+
+
+def test_dead_letter_header_text_never_fails_to_encode():
+    """A lone surrogate in a message must not turn a dead letter into an exception."""
+    rec = kafka_out.Rejected("t", 0, 0, None, b"v", "c", "bad \ud800 text").dead_letter("s", "t")
+    assert dict(rec.headers)[dl.H_ERROR_MESSAGE] == b"bad \\ud800 text"
+
+
+def test_a_one_megabyte_value_is_dead_lettered_truncated_not_refused():
+    value = bytes(range(256)) * 4096  # 1 MiB: over dead_letter's limit
+    out, p, sleeps = _out(FakeProducer())
+    out.dead_letter([kafka_out.Rejected("llm_usage", 2, 7, None, value, "json.malformed", "m")],
+                    "job:billing-agg", "now")
+    out.flush_or_raise()
+    ((topic, key, sent, headers),) = p.sent
+    h = dict(headers)
+    assert (topic, key) == (dl.TOPIC, b"llm_usage")
+    assert sent == value[:dl.DEAD_LETTER_MAX_VALUE]
+    assert h[dl.H_TRUNCATED] == b"true" and h[dl.H_ORIGINAL_SIZE] == str(len(value)).encode()
+    assert h[dl.H_ORIGINAL_SHA256] == hashlib.sha256(value).hexdigest().encode()
+    assert (h[dl.H_SOURCE_PARTITION], h[dl.H_SOURCE_OFFSET]) == (b"2", b"7")
+
+
+def test_the_original_key_counts_toward_the_dead_letter_limit():
+    key = b"k" * 1000
+    rec = kafka_out.Rejected("t", 0, 0, key, b"x" * dl.DEAD_LETTER_MAX_VALUE, "c", "m").dead_letter("s", "t")
+    assert len(rec.value) + len(key) == dl.DEAD_LETTER_MAX_VALUE
+    assert dict(rec.headers)[dl.H_ORIGINAL_SIZE] == str(dl.DEAD_LETTER_MAX_VALUE).encode()
+    small = kafka_out.Rejected("t", 0, 0, key, b"x" * 10, "c", "m").dead_letter("s", "t")
+    assert small.value == b"x" * 10 and dl.H_TRUNCATED not in dict(small.headers)
 
 
 class FakeProducer:
-    def __init__(self, full_times: int = 0, fail: bool = False):
+    """librdkafka's queue, scripted: `full_times` BufferErrors, then per-attempt outcomes."""
+
+    def __init__(self, full_times: int = 0, fail: bool = False, errors: list | None = None):
         self.sent, self.full_times, self.fail = [], full_times, fail
+        self.errors = list(errors or [])  # delivery error per produce() call, None = ok
+        self.polls = 0
 
     def produce(self, topic, value, key, headers, on_delivery):
         if self.full_times:
@@ -303,13 +340,21 @@ class FakeProducer:
             raise BufferError
         self.sent.append((topic, key, value, headers))
         msg = type("M", (), {"topic": lambda _self: topic})()
-        on_delivery("boom" if self.fail else None, msg)
+        err = self.errors.pop(0) if self.errors else ("boom" if self.fail else None)
+        on_delivery(err, msg)
 
     def poll(self, t):
+        self.polls += 1
         return 0
 
     def flush(self, t):
         return 0
+
+
+def _out(p: FakeProducer, **kw) -> tuple[kafka_out.KafkaOut, FakeProducer, list[float]]:
+    """A KafkaOut over `p` that records its backoff waits instead of sleeping."""
+    sleeps: list[float] = []
+    return kafka_out.KafkaOut(None, "c", producer=p, sleep=sleeps.append, **kw), p, sleeps
 
 
 def test_kafka_out_waits_out_a_full_queue_and_fails_the_batch_on_errors():
@@ -322,6 +367,52 @@ def test_kafka_out_waits_out_a_full_queue_and_fails_the_batch_on_errors():
     bad.send("billing_events", b"org", b"{}")
     with pytest.raises(kafka_out.DeliveryFailed, match="boom"):
         bad.flush_or_raise()
+
+
+def test_a_full_queue_that_never_drains_fails_the_batch_in_bounded_time():
+    out, p, sleeps = _out(FakeProducer(full_times=10**9), queue_wait_s=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(kafka_out.DeliveryFailed, match="llm_usage partition 1 offset 9.*queue stayed full"):
+        out.dead_letter([kafka_out.Rejected("llm_usage", 1, 9, None, b"v", "c", "m")], "job:g", "now")
+    assert time.monotonic() - t0 < 5 and p.polls >= 1 and p.sent == []
+
+
+def test_retriable_delivery_errors_are_retried_with_backoff_then_succeed():
+    from confluent_kafka import KafkaError
+
+    flaky = [KafkaError(KafkaError.NOT_ENOUGH_REPLICAS), KafkaError(KafkaError._MSG_TIMED_OUT), None]
+    out, p, sleeps = _out(FakeProducer(errors=flaky), attempts=3, backoff_s=0.25)
+    out.dead_letter([kafka_out.Rejected("llm_usage", 0, 5, None, b"v", "c", "m")], "job:g", "now")
+    out.flush_or_raise()
+    assert len(p.sent) == 3 and p.sent[0] == p.sent[2]  # the very same record each time
+    assert sleeps == [0.25, 0.5]
+
+
+def test_retries_are_bounded_and_the_failure_names_the_record():
+    from confluent_kafka import KafkaError
+
+    down = [KafkaError(KafkaError.REQUEST_TIMED_OUT)] * 10
+    out, p, sleeps = _out(FakeProducer(errors=down), attempts=3)
+    out.dead_letter([kafka_out.Rejected("llm_usage", 4, 1234, None, b"v", "c", "m")], "job:g", "now")
+    with pytest.raises(kafka_out.DeliveryFailed) as e:
+        out.flush_or_raise()
+    assert len(p.sent) == 3
+    msg = str(e.value)
+    assert "dead_letter record for llm_usage partition 4 offset 1234" in msg
+    assert "after 3 attempt(s)" in msg and "REQUEST_TIMED_OUT" in msg
+    out.flush_or_raise()  # the failure was reported once; the next batch starts clean
+
+
+def test_errors_no_retry_can_cure_fail_at_once():
+    from confluent_kafka import KafkaError
+
+    out, p, sleeps = _out(FakeProducer(errors=[KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)]))
+    out.send("billing_events", b"org-1", b"{}")
+    with pytest.raises(kafka_out.DeliveryFailed, match="billing_events record for key b'org-1'.*1 attempt"):
+        out.flush_or_raise()
+    assert len(p.sent) == 1 and sleeps == []
+    assert not kafka_out.retriable("boom")
+    assert kafka_out.retriable(KafkaError(KafkaError._TRANSPORT))
 
 
 # ---------------------------------------------------------------- archive reader
