@@ -9,6 +9,7 @@ Jobs run as subprocesses, as `hanzo-stream jobs run NAME --once`, one Spark at a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -52,9 +53,11 @@ def envelope(type_: str, ts: str, data: dict, **extra) -> dict:
             "timestamp": ts, **extra, "data": data}
 
 
-def produce(cluster, principal: str, topic: str, records: list[tuple]) -> list[tuple[int, int]]:
+def produce(cluster, principal: str, topic: str, records: list[tuple],
+            config: dict | None = None) -> list[tuple[int, int]]:
     """Produce (key, value) pairs in order; returns each record's (partition, offset)."""
-    p = Producer(cluster.as_(principal).confluent() | {"enable.idempotence": True, "linger.ms": 5})
+    p = Producer(cluster.as_(principal).confluent() | {"enable.idempotence": True, "linger.ms": 5}
+                 | (config or {}))
     where: list[tuple[int, int] | None] = [None] * len(records)
 
     def cb(i):
@@ -523,3 +526,68 @@ def test_billing_agg_survives_a_crash_with_exact_totals(cluster, tmp_path):
             if headers(m).get(dl.H_ERROR_CLASS) == b"event.late" and run.encode() in m.value()]
     assert late == []
     assert_caught_up(cluster, "billing-agg", "llm_usage")
+
+
+# ---------------------------------------------------------------- no input stops a job
+
+# Kafka's message.max.bytes default: neither broker_config.py nor topics.yaml changes it,
+# so the largest record a producer can write to llm_usage is just under this.
+BROKER_MAX_MESSAGE = 1_048_588
+POISON_KEY = b"poison-key"
+POISON_JOBS = {  # job -> (its principal, its topic, a principal that produces there)
+    "billing-agg": ("billing-aggregator", "llm_usage", "llm-gateway"),
+    "analytics-ingest": ("analytics-ingest", "events_plugin_ingestion", "insights-capture"),
+}
+
+
+def poison(size: int) -> bytes:
+    """~1 MB that is not an event: bigger than dead_letter can hold, as big as Kafka allows."""
+    return (b"not an event: " + bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+def _valid_after_poison(job: str, run: str) -> list[dict]:
+    if job == "billing-agg":  # 12:30 moves the watermark past 11:00: the 10:00 hour is billed
+        day = datetime(2035, 9, 10, tzinfo=UTC)
+        return [usage(run, "a", "x", day + timedelta(hours=10, minutes=5), 1),
+                usage(run, "a", "x", day + timedelta(hours=12, minutes=30), 2)]
+    return [insights(run, i, datetime(2035, 9, 10, 10, tzinfo=UTC) + timedelta(seconds=i))
+            for i in range(3)]
+
+
+def _assert_valid_ones_processed(cluster, job: str, run: str, valid: list[dict], home: Path) -> None:
+    if job == "billing-agg":
+        want = expected_billing(valid, datetime(2035, 9, 10, 12, 20, tzinfo=UTC),
+                                "hanzo-stream/billing-agg")
+        assert len(want) == 1
+        assert {e["data"]["billing_id"]: e for e in billing_events(cluster, run)} == want
+        return
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    rows = chdb_query(home / "jobs" / job / "chdb",
+                      f"SELECT id FROM events FINAL WHERE team_id IN ({teams})")
+    assert {r["id"] for r in rows} == {v["id"] for v in valid}
+
+
+@pytest.mark.parametrize("job", sorted(POISON_JOBS))
+def test_a_record_too_large_for_dead_letter_does_not_stop_the_job(cluster, tmp_path, job):
+    """A ~1 MB raw record used to fail every replay of its batch (MSG_SIZE_TOO_LARGE on
+    dead_letter): now it is dead-lettered truncated, and the valid events behind it flow."""
+    principal, topic, producer = POISON_JOBS[job]
+    run = uuid.uuid4().hex[:8]
+    huge = poison(BROKER_MAX_MESSAGE - 1024)  # room for the batch and record framing
+    valid = _valid_after_poison(job, run)
+    where = produce(cluster, producer, topic,
+                    [(POISON_KEY, huge)] + [(v["team_id"], v) for v in valid],
+                    config={"message.max.bytes": BROKER_MAX_MESSAGE, "compression.type": "none"})
+
+    run_once(cluster, job, principal, tmp_path)  # asserts exit code 0
+
+    (letter,) = dead_letters(cluster, job, topic, {where[0]})
+    h = headers(letter)
+    assert h[dl.H_TRUNCATED] == b"true"
+    assert h[dl.H_ORIGINAL_SIZE] == str(len(huge)).encode()
+    assert h[dl.H_ORIGINAL_SHA256] == hashlib.sha256(huge).hexdigest().encode()
+    assert h[dl.H_ORIGINAL_KEY] == POISON_KEY and letter.key() == topic.encode()
+    assert letter.value() == huge[:dl.DEAD_LETTER_MAX_VALUE - len(POISON_KEY)]  # cut to the limit
+    committed, _ = offsets_of(cluster, job, topic)
+    assert all(committed[p] > o for p, o in where), (committed, where)  # past the poison pill
+    _assert_valid_ones_processed(cluster, job, run, valid, tmp_path)
