@@ -16,6 +16,7 @@ from rich.console import Console
 
 from ..connection import ConnectionError_
 from ..registry import RegistryInvalid, load_registry
+from .process import record_exit
 from .spec import SpecInvalid, list_specs, load_spec
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -72,13 +73,15 @@ def run(
     from .runner import run as run_job
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    _spec(name, registry, consumers)  # fail fast, with the spec's own messages
+    spec = _spec(name, registry, consumers)  # fail fast, with the spec's own messages
+    code = 1  # unless the runner returns: an exception escapes with a traceback
     try:
         code = run_job(name, registry_path=registry, consumers_dir=consumers, once=once,
                        master=master)
     except ConnectionError_ as e:
         err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(1) from None
+    finally:  # `local status` tells a failed job from a stopped one by this
+        record_exit(spec.state_dir, code)
     raise typer.Exit(code)
 
 

@@ -4,6 +4,10 @@ start() runs `python -m hanzo_stream.jobs.cli run NAME` in its own session with 
 log file and records its pid next to the job's state; stop() sends SIGTERM (the job stops
 its queries and commits its last offsets), then SIGKILL after a grace period. A pid is
 trusted only while /proc shows it still runs this job, so a reused pid is never signalled.
+
+A job that ends on its own must not look like one that was stopped: the job writes its
+exit code to exit.json (record_exit), stop() marks job.json as stopped, and status() says
+`failed` for a job that is gone without either a clean --once exit or a stop.
 """
 
 from __future__ import annotations
@@ -50,6 +54,43 @@ def log_file(name: str, home: Path) -> Path:
     return job_dir(name, home) / "job.log"
 
 
+def _exit_file(name: str, home: Path) -> Path:
+    return job_dir(name, home) / "exit.json"
+
+
+def _read_json(f: Path) -> dict:
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def record_exit(state_dir: Path, code: int, pid: int | None = None) -> None:
+    """Written by the job as it exits (or by its parent, which saw it die): `status` reads it."""
+    f = Path(state_dir) / "exit.json"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"code": code, "pid": pid or os.getpid(), "at": time.time()}))
+
+
+def log_tail(name: str, home: Path, lines: int = 10) -> list[str]:
+    """The last non-empty lines of the job's log (read from its end: logs grow large)."""
+    try:
+        with open(log_file(name, Path(home).resolve()), "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def _last_error(tail: list[str]) -> str | None:
+    """The line most likely to say why: the last one naming an error, else the last one."""
+    for line in reversed(tail):
+        if any(w in line for w in ("ERROR", "Error", "error:", "Exception", "Traceback")):
+            return line
+    return tail[-1] if tail else None
+
+
 def start(name: str, home: Path, conn_env: Mapping[str, str], *, once: bool = False,
           registry: Path = Path("topics.yaml"), consumers: Path = Path("consumers"),
           cwd: Path | None = None, extra_env: Mapping[str, str] | None = None) -> int:
@@ -76,11 +117,16 @@ def start(name: str, home: Path, conn_env: Mapping[str, str], *, once: bool = Fa
     with open(log_file(name, home), "ab") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
                                 cwd=str(cwd or Path.cwd()), start_new_session=True)
-    (d / "job.json").write_text(json.dumps({"pid": proc.pid, "started": time.time(), "cmd": cmd}))
+    _exit_file(name, home).unlink(missing_ok=True)  # a previous run's exit says nothing now
+    (d / "job.json").write_text(json.dumps({"pid": proc.pid, "started": time.time(), "cmd": cmd,
+                                            "once": once}))
     # Until the child has exec'd, /proc shows our own command line; wait for it to be the job.
     deadline = time.monotonic() + 10
-    while not _alive(proc.pid, name) and proc.poll() is None and time.monotonic() < deadline:
+    code = None
+    while not _alive(proc.pid, name) and (code := proc.poll()) is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    if code is not None and _read_json(_exit_file(name, home)).get("pid") != proc.pid:
+        record_exit(d, code, proc.pid)  # poll() reaped it: keep its code for status()
     return proc.pid
 
 
@@ -91,6 +137,7 @@ def stop(name: str, home: Path, timeout: float = 60.0) -> bool:
     if not _alive(pid, name):
         return False
     assert pid is not None
+    _mark_stopped(name, home)
     os.kill(pid, signal.SIGTERM)  # the driver stops its queries; its JVM exits with it
     deadline = time.monotonic() + timeout
     while _alive(pid, name) and time.monotonic() < deadline:
@@ -116,27 +163,63 @@ def kill(name: str, home: Path) -> bool:
     return True
 
 
+def _mark_stopped(name: str, home: Path) -> None:
+    f = job_dir(name, home) / "job.json"
+    info = _read_json(f)
+    if info:
+        f.write_text(json.dumps(info | {"stopped": time.time()}))
+
+
 def status(name: str, home: Path) -> dict:
+    """running, pid and log; `state`: running, stopped, exited (a clean --once run), failed,
+    or not started; a failed job also shows its exit code (None: killed) and why."""
     home = Path(home).resolve()
-    pid = _read_pid(name, home)
-    return {"running": _alive(pid, name), "pid": pid, "log": str(log_file(name, home))}
+    info = _read_json(job_dir(name, home) / "job.json")
+    pid = info.get("pid")
+    out = {"running": _alive(pid, name), "pid": pid, "log": str(log_file(name, home))}
+    if out["running"] or not info:
+        return out | {"state": "running" if out["running"] else "not started"}
+    code = _exit_code(name, home, pid)
+    if info.get("stopped"):
+        return out | {"state": "stopped"}
+    if code == 0 and info.get("once"):
+        return out | {"state": "exited", "exit_code": 0}
+    return out | {"state": "failed", "exit_code": code,
+                  "last_log_line": _last_error(log_tail(name, home))}
+
+
+def _exit_code(name: str, home: Path, pid: int | None) -> int | None:
+    """What the job recorded as it exited; else what waitpid says, if it was our child."""
+    reaped = _reap(pid)
+    recorded = _read_json(_exit_file(name, home))
+    if recorded.get("pid") == pid:
+        return recorded.get("code")
+    if reaped is not None:
+        record_exit(job_dir(name, home), reaped, pid)
+    return reaped
 
 
 def wait(name: str, home: Path, timeout: float) -> bool:
     """Wait for a job started with once=True to exit; True if it exited in time."""
-    pid = _read_pid(name, Path(home).resolve())
+    home = Path(home).resolve()
+    pid = _read_pid(name, home)
     deadline = time.monotonic() + timeout
     while _alive(pid, name) and time.monotonic() < deadline:
-        _reap(pid)
+        _exit_code(name, home, pid)
         time.sleep(0.3)
-    _reap(pid)
+    _exit_code(name, home, pid)
     return not _alive(pid, name)
 
 
-def _reap(pid: int | None) -> None:
-    if pid:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
+def _reap(pid: int | None) -> int | None:
+    """Collect a child that exited (no zombie left); its exit code (-N: signal N), if ours."""
+    if not pid:
+        return None
+    try:
+        got, wstatus = os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        return None
+    return os.waitstatus_to_exitcode(wstatus) if got == pid else None
 
 
 def _kill_group_leftovers(pgid: int) -> None:

@@ -64,6 +64,7 @@ class JobContext:
     progress_hooks: list[Callable[[dict], None]] = field(default_factory=list)
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _kafka_out: KafkaOut | None = None
+    _report_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def stage(self) -> str:
@@ -87,10 +88,11 @@ class JobContext:
         """Numbers `hanzo-stream local status` shows (e.g. rows in ClickHouse), merged into
         <state_dir>/report.json: the sink may be a process-owned chDB nobody else can open."""
         path = self.spec.state_dir / REPORT_FILE
-        old = json.loads(path.read_text()) if path.exists() else {}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(old | values | {"at": time.time()}))
-        tmp.replace(path)
+        with self._report_lock:  # batches and the progress listener run on different threads
+            old = json.loads(path.read_text()) if path.exists() else {}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(old | values | {"at": time.time()}))
+            tmp.replace(path)
 
     def on_close(self, fn: Callable[[], None]) -> None:
         self._closers.append(fn)
@@ -163,6 +165,7 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
     committer = OffsetCommitter(spec.name, conn)
     ctx = JobContext(spark, spec, registry, conn, once, metrics)
     ctx.progress_hooks.append(lambda p: metrics.write("progress", progress=p))
+    ctx.progress_hooks.append(lambda p: report_progress(ctx, p))
     spark.streams.addListener(commit_listener(committer, _hooks_view(ctx)))
     stop = _Stop()
     stop.install()
@@ -192,6 +195,12 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         ctx.close()
         committer.close()
         spark.stop()
+
+
+def report_progress(ctx: JobContext, progress: dict) -> None:
+    """The last progress in report.json: `local up` waits for the first to call a job up."""
+    ctx.report(progress_at=time.time(), progress_query=progress.get("name"),
+               progress_batch=progress.get("batchId"))
 
 
 class _hooks_view:

@@ -34,10 +34,15 @@ def up(
         raise typer.BadParameter("use 1 or 3 brokers", param_hint="--brokers")
     ctx = platform.context(registry, console, brokers)
     try:
-        platform.up(ctx, {s.strip() for s in only.split(",")} if only else None)
+        failed = platform.up(ctx, {s.strip() for s in only.split(",")} if only else None)
     except Exception as e:
         console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    if failed:
+        console.print(f"[bold red]failed:[/bold red] {', '.join(failed)} exited right after starting; "
+                      f"fix the cause in the log above, then `hanzo-stream local up --only "
+                      f"{','.join(failed)}`")
+        raise typer.Exit(1)
     if not only and wait > 0:
         missing = _watch(ctx, wait)
         if missing:
@@ -60,7 +65,7 @@ def _watch(ctx: platform.Context, seconds: float) -> list[str]:
             comps = platform.status(ctx, processes_only=True)
             pipe = _safe_pipeline(ctx)
             missing = platform.working(ctx, pipe, before) + [
-                f"{n} stopped (log {info.get('log')})" for n, info in comps.items()
+                f"{n} {info.get('state', 'stopped')} (log {info.get('log')})" for n, info in comps.items()
                 if info.get("running") is False]
             live.update(Group(_pipeline_table(pipe),
                               f"waiting for: {', '.join(missing)}" if missing else "all flowing\n"))
@@ -131,5 +136,15 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False,
         sys.stdout.write(json.dumps(st, indent=2) + "\n")
         return
     for name, info in st["components"].items():
-        console.print(f"[bold]{name}[/bold]: " + escape(", ".join(f"{k}={v}" for k, v in info.items())))
+        console.print(component_line(name, info))
     console.print(_pipeline_table(st["pipeline"]))
+
+
+def component_line(name: str, info: dict[str, Any]) -> str:
+    """One status line; a job that died on its own is red, with its exit code and why."""
+    if info.get("state") == "failed":
+        code = info.get("exit_code")
+        why = f"exit code {code}" if code is not None else "no exit code (killed?)"
+        log, last = escape(str(info.get("log"))), escape(str(info.get("last_log_line") or "-"))
+        return f"[bold]{name}[/bold]: [bold red]failed[/bold red] ({why}), log={log}\n  last: {last}"
+    return f"[bold]{name}[/bold]: " + escape(", ".join(f"{k}={v}" for k, v in info.items()))

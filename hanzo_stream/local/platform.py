@@ -13,12 +13,14 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..connection import ENV, Connection
 from ..jobs import process
@@ -31,6 +33,10 @@ from .paths import state_dir
 
 DEMO = "demo"
 DEMO_RATE_ENV = "HANZO_STREAM_DEMO_RATE"  # events/s over all services; default 20
+JOB_LOG_LINES = 15  # of a job that died, shown by `up`
+
+
+JOB_SETTLE_S = 30.0  # how long `up` watches a started job for its first progress
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Context:
     registry: Registry
     console: Console
     brokers: int = 1
+    settle_s: float = JOB_SETTLE_S
 
     @property
     def root(self) -> Path:
@@ -81,6 +88,9 @@ class Component:
     stop: Callable[[Context], object]
     status: Callable[[Context], dict[str, Any]]
     asks_cluster: bool = False  # its status is a round trip to the broker or registry, not a pid
+    # After start: why it is not up (it died), or None. Only processes that can die right
+    # after starting (the jobs) need one; the others' start() fails when they fail.
+    check: Callable[[Context], str | None] | None = None
 
 
 # ---------------------------------------------------------------- the broker and the registry
@@ -186,7 +196,31 @@ def _job(name: str) -> Component:
         return f"pid {pid}, as its own principal; log {process.log_file(name, ctx.home)}"
 
     return Component(name, start, lambda ctx: process.stop(name, ctx.home),
-                     lambda ctx: process.status(name, ctx.home))
+                     lambda ctx: process.status(name, ctx.home),
+                     check=lambda ctx: job_died(ctx, name))
+
+
+def _progress_at(ctx: Context, name: str) -> float:
+    return float(_report(ctx, name).get("progress_at") or 0)
+
+
+def job_died(ctx: Context, name: str) -> str | None:
+    """Watch a just-started job until its first progress, or ctx.settle_s at most.
+
+    A job that dies at start (bad credentials, a missing jar, a failing first batch) is
+    reported with its exit code and the end of its log instead of a green tick.
+    """
+    deadline = time.monotonic() + ctx.settle_s
+    since = _progress_at(ctx, name)
+    while True:
+        st = process.status(name, ctx.home)
+        if not st["running"]:
+            tail = "\n".join(f"    {line}" for line in process.log_tail(name, ctx.home, JOB_LOG_LINES))
+            return f"exited (code {st.get('exit_code')}) right after it started; last lines of " \
+                   f"{st['log']}:\n{tail}"
+        if _progress_at(ctx, name) > since or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.5)
 
 
 def _demo_start(ctx: Context) -> str:
@@ -230,18 +264,27 @@ def context(registry_path: Path, console: Console, brokers: int = 1) -> Context:
     return Context(state_dir(), load_registry(registry_path), console, brokers)
 
 
-def up(ctx: Context, only: set[str] | None = None) -> None:
+def up(ctx: Context, only: set[str] | None = None) -> list[str]:
+    """Start the components in order; returns those that died right after starting."""
     comps = components(ctx.registry)
     unknown = (only or set()) - {c.name for c in comps}
     if unknown:
         raise ValueError(f"unknown component(s) {', '.join(sorted(unknown))}; known: "
                          + ", ".join(c.name for c in comps))
+    failed = []
     for comp in comps:
         if only and comp.name not in only:
             continue
         with ctx.console.status(f"starting {comp.name} ..."):
             summary = comp.start(ctx)
-        ctx.console.print(f"[green]✓[/green] {comp.name}: {summary}")
+        with ctx.console.status(f"watching {comp.name} start ..."):
+            died = comp.check(ctx) if comp.check else None
+        if died:
+            failed.append(comp.name)
+            ctx.console.print(f"[red]✗[/red] {comp.name}: {escape(summary)}\n  {escape(died)}")
+        else:
+            ctx.console.print(f"[green]✓[/green] {comp.name}: {summary}")
+    return failed
 
 
 def down(ctx: Context, purge: bool = False) -> None:

@@ -185,6 +185,7 @@ def test_down_stops_every_process_and_keeps_the_data(platform: Platform) -> None
         assert not state.exists() or b"zombie" in state.read_bytes().lower(), pid
     comps = platform.status()["components"]
     assert not any(info.get("running") for info in comps.values()), comps
+    assert all(comps[j]["state"] == "stopped" for j in JOBS), comps  # stopped, not failed
     assert (platform.home / "kafka" / "node-1" / "data" / "meta.properties").exists()
     assert (platform.home / "jobs" / "analytics-ingest" / "chdb").exists()
     assert (platform.home / "credentials.json").exists()

@@ -493,6 +493,35 @@ def test_start_runs_the_cli_as_its_own_session_with_the_state_dir(tmp_path, monk
     assert json.loads((tmp_path / "jobs" / "audit-archive" / "job.json").read_text())["pid"] == 4242
 
 
+def test_a_job_records_its_exit_code_for_local_status(tmp_path, monkeypatch):
+    """A job that ends on its own leaves its exit code, even when the runner raised."""
+    from hanzo_stream.jobs import runner
+
+    def crash(*a, **kw):
+        raise RuntimeError("the JVM died")
+
+    monkeypatch.setenv("HANZO_STREAM_HOME", str(tmp_path))
+    args = ["run", "billing-agg", "--registry", str(ROOT / "topics.yaml"), "--consumers", str(CONSUMERS)]
+    exit_file = tmp_path / "jobs" / "billing-agg" / "exit.json"
+    for outcome, code in ((lambda *a, **kw: 2, 2), (crash, 1)):
+        monkeypatch.setattr(runner, "run", outcome)
+        assert CliRunner().invoke(app, args).exit_code == code
+        assert json.loads(exit_file.read_text())["code"] == code
+
+
+def test_progress_is_reported_for_local_up(tmp_path, registry):
+    from hanzo_stream.jobs.runner import REPORT_FILE, JobContext, report_progress
+
+    spec = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
+    spec.state_dir.mkdir(parents=True)
+    ctx = JobContext(None, spec, registry, None)
+    ctx.report(clickhouse_rows=5)
+    report_progress(ctx, {"name": "billing-agg.aggregate", "batchId": 7})
+    got = json.loads((spec.state_dir / REPORT_FILE).read_text())
+    assert got["clickhouse_rows"] == 5 and got["progress_batch"] == 7
+    assert got["progress_at"] <= time.time()
+
+
 def test_cli_lists_and_shows_jobs_with_registry_facts():
     runner = CliRunner()
     listed = runner.invoke(app, ["list", "--consumers", str(CONSUMERS)])

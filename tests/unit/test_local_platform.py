@@ -4,7 +4,11 @@ judgement of "working". The real thing runs in tests/integration/test_local_plat
 from __future__ import annotations
 
 import base64
+import io
 import random
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +17,9 @@ from rich.console import Console
 
 from hanzo_stream.client.router import Accepted, Refused, Router
 from hanzo_stream.client.validator import Validator
+from hanzo_stream.jobs import process
 from hanzo_stream.local import demo, kafka, platform
+from hanzo_stream.local.cli import component_line
 from hanzo_stream.schemas.store import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,3 +104,85 @@ def test_every_service_breaks_events_both_ways_early_and_one_in_forty():
     assert first.count("client") == first.count("raw") == 1
     ways = [demo.breakage(n) for n in range(1, 4001)]
     assert ways.count(None) == 4000 - 100 and ways.count("client") == ways.count("raw") == 50
+
+
+# ---------------------------------------------------------------- a job that dies must show
+
+DIES = "import sys; print('ERROR hanzo_stream.jobs: SASL authentication failed for billing-aggregator'); " \
+       "print('shutting down'); sys.exit(3)"
+PROGRESSES = ("import json, os, pathlib, time; time.sleep(0.3); "
+              "d = pathlib.Path(os.environ['HANZO_STREAM_HOME'], 'jobs', 'billing-agg'); "
+              "(d / 'report.json').write_text(json.dumps({'progress_at': time.time()})); time.sleep(60)")
+
+
+@pytest.fixture
+def fake_jobs(monkeypatch):
+    """process.start for real, but the command is `python -c SCRIPT <the job's marker args>`:
+    /proc shows the job's marker, so the pid checks treat it as the job."""
+    script = {"code": DIES}
+    real = subprocess.Popen
+    monkeypatch.setattr(platform, "_job_env", lambda ctx: {})
+    monkeypatch.setattr(process.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, "-c", script["code"], *cmd[2:]], **kw))
+    return script
+
+
+def _console() -> Console:
+    return Console(record=True, width=300, file=io.StringIO())
+
+
+def _recording_ctx(registry, tmp_path: Path, settle_s: float = 20) -> platform.Context:
+    return platform.Context(tmp_path, registry, _console(), settle_s=settle_s)
+
+
+def test_up_shows_a_job_that_dies_at_start_as_failed_with_its_log(registry, tmp_path, fake_jobs):
+    ctx = _recording_ctx(registry, tmp_path)
+    assert platform.up(ctx, {"billing-agg"}) == ["billing-agg"]
+    out = ctx.console.export_text()
+    assert "✗ billing-agg" in out and "✓" not in out
+    assert "exited (code 3)" in out and "SASL authentication failed" in out
+    st = process.status("billing-agg", tmp_path)
+    assert (st["running"], st["state"], st["exit_code"]) == (False, "failed", 3)
+    assert "SASL authentication failed" in st["last_log_line"]  # the error, not the last line
+    line = _console()
+    line.print(component_line("billing-agg", st))
+    text = line.export_text()
+    assert "failed (exit code 3)" in text and "last: ERROR hanzo_stream.jobs: SASL" in text
+
+
+def test_up_ticks_a_job_at_its_first_progress_and_down_makes_it_stopped(registry, tmp_path, fake_jobs):
+    fake_jobs["code"] = PROGRESSES
+    ctx = _recording_ctx(registry, tmp_path, settle_s=30)
+    try:
+        t0 = time.monotonic()
+        assert platform.up(ctx, {"billing-agg"}) == []
+        assert time.monotonic() - t0 < 15  # ended at the progress, not at settle_s
+        assert "✓ billing-agg" in ctx.console.export_text()
+        assert process.status("billing-agg", tmp_path)["state"] == "running"
+    finally:
+        assert process.stop("billing-agg", tmp_path, timeout=10)
+    st = process.status("billing-agg", tmp_path)
+    assert (st["running"], st["state"]) == (False, "stopped") and "exit_code" not in st
+
+
+def test_up_waits_a_bounded_time_for_a_slow_job(registry, tmp_path, fake_jobs):
+    fake_jobs["code"] = "import time; time.sleep(60)"
+    ctx = _recording_ctx(registry, tmp_path, settle_s=1)
+    try:
+        t0 = time.monotonic()
+        assert platform.up(ctx, {"billing-agg"}) == []
+        assert time.monotonic() - t0 < 10
+    finally:
+        process.stop("billing-agg", tmp_path, timeout=10)
+
+
+def test_a_once_job_that_finished_cleanly_is_not_failed(tmp_path, monkeypatch):
+    real = subprocess.Popen
+    monkeypatch.setattr(process.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, "-c", "pass", *cmd[2:]], **kw))
+    process.start("audit-archive", tmp_path, {}, once=True)
+    assert process.wait("audit-archive", tmp_path, 10)
+    assert process.status("audit-archive", tmp_path) | {"pid": None} == {
+        "running": False, "pid": None, "log": str(process.log_file("audit-archive", tmp_path.resolve())),
+        "state": "exited", "exit_code": 0}
+    assert process.status("nope", tmp_path)["state"] == "not started"
