@@ -5,8 +5,9 @@ to Python once (about 25x faster than jsonschema here, see docs/client.md). Only
 event is run through jsonschema, whose structured errors name the field, so the slow path
 costs nothing in the common case. Two deliberate deviations from Python's defaults, so the
 Python result matches the schemas' meaning in every language:
-- integers: 1.0 is not an integer (jsonschema and fastjsonschema both accept it); money
-  and counts must be whole JSON numbers;
+- integers: 1.0 is not an integer (jsonschema and fastjsonschema both accept it); counts
+  (tokens, milliseconds, units) must be whole JSON numbers. Money (`cost_usd`) is a decimal
+  JSON number and any number passes here; the jobs read its decimal text (docs/schemas.md);
 - patterns: `$` is ECMA-262's end of string, so "...Z\n" is not a valid timestamp.
 """
 
@@ -173,6 +174,8 @@ class Validator:
 
 _ARTICLE = {"integer": "an integer", "string": "a string", "object": "an object", "array": "an array",
             "number": "a number", "boolean": "a boolean", "null": "null"}
+_TYPE_HINT = {"integer": " (no quotes, no decimal point)",
+              "number": " (a JSON number such as 0.0038, no quotes)"}
 _ORDER = {"type": 0, "required": 1, "const": 2, "additionalProperties": 3, "enum": 4}
 
 
@@ -196,7 +199,7 @@ def _describe(e: jsonschema.ValidationError, schema: str) -> Invalid:
                        schema)
     if e.validator == "type":
         want = " or ".join(_ARTICLE.get(t, t) for t in ([v] if isinstance(v, str) else v))
-        hint = " (no quotes, no decimal point)" if v == "integer" else ""
+        hint = _TYPE_HINT.get(v, "") if isinstance(v, str) else ""
         got = "null" if inst is None else f"{_type_name(inst)} {_show(inst)}"
         return Invalid("schema.type", f, f"`{f}` must be {want}{hint}, got {got}", schema)
     if e.validator == "additionalProperties":
@@ -228,7 +231,7 @@ def _describe(e: jsonschema.ValidationError, schema: str) -> Invalid:
 
 def _pattern_message(f: str, inst: Any) -> str:
     leaf = f.rsplit(".", 1)[-1]
-    if leaf in ("timestamp", "window_start", "window_end"):
+    if leaf in ("timestamp", "window_start", "window_end", "sent_at"):
         hint = ""
         if isinstance(inst, str) and re.fullmatch(r".*T\d\d:\d\d:\d\d(Z|[+-]00:?00)", inst):
             hint = " (milliseconds are missing: add .000)"
@@ -237,8 +240,13 @@ def _pattern_message(f: str, inst: Any) -> str:
         return (f"`{f}` must be ISO 8601 UTC with exactly milliseconds and Z, e.g. {TS_EXAMPLE}, "
                 f"got {_show(inst)}{hint}")
     if leaf == "id":
-        return (f"`{f}` must be a ULID or a UUIDv7, got {_show(inst)}; generate one per event "
-                "(hanzo_stream.client.envelope.new_id) and reuse it on retries")
+        return (f"`{f}` must be 1-128 printable ASCII characters without spaces (a ULID or UUIDv7 is "
+                f"recommended, e.g. evt_01HQ3X7K8M2N4P5R6S7T8U9V0W), got {_show(inst)}; generate one "
+                "per event (hanzo_stream.client.envelope.new_id) and reuse it on retries")
+    if leaf == "ip":
+        return f"`{f}` must be an IPv4 or IPv6 address such as 203.0.113.42 or 2001:db8::1, got {_show(inst)}"
+    if leaf == "email":
+        return f"`{f}` must be an email address such as user456@hanzo.ai, got {_show(inst)}"
     if leaf == "billing_id":
         return f"`{f}` must be the hex sha256 of \"team_id|org_id|window_start\", got {_show(inst)}"
     if leaf == "type":

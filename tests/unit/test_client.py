@@ -40,8 +40,8 @@ def router(registry, schemas) -> Router:
 
 def llm(**over):
     e = envelope.build("llm.usage.completed", "llm-gateway", {
-        "request_id": "r-1", "model": "gpt-4o", "provider": "openai", "prompt_tokens": 10,
-        "completion_tokens": 5, "total_tokens": 15, "cost_micros": 42}, team_id="team_1", org_id="org_1")
+        "request_id": "r-1", "model": "zen-72b", "provider": "together", "prompt_tokens": 10,
+        "completion_tokens": 5, "total_tokens": 15, "cost_usd": 0.000042}, team_id="team_1", org_id="org_1")
     e.update(over)
     return e
 
@@ -49,7 +49,12 @@ def llm(**over):
 def agent(**data):
     return envelope.build("agent.rpc.metered", "agent-gateway", {
         "agent_id": "agent_7", "method": "tools.search", "duration_ms": 3, "units": 1,
-        "cost_micros": 10, **data})
+        "cost_usd": 0.00001, **data})
+
+
+def standard(event_type: str) -> dict:
+    """The Event Streaming Standard's own example of `event_type`, verbatim."""
+    return json.loads((ROOT / "schemas/examples" / event_type / "valid/standard.json").read_text())
 
 
 # envelope
@@ -84,9 +89,17 @@ def test_built_envelopes_validate(schemas):
 
 
 @pytest.mark.parametrize(("mutate", "error_class", "field", "words"), [
-    (lambda e: e["data"].update(cost_micros=4.2), "schema.type", "data.cost_micros", "integer"),
-    (lambda e: e["data"].update(cost_micros=42.0), "schema.type", "data.cost_micros", "decimal point"),
-    (lambda e: e["data"].update(cost_micros=True), "schema.type", "data.cost_micros", "boolean"),
+    (lambda e: e["data"].update(cost_usd="0.0038"), "schema.type", "data.cost_usd", "a number"),
+    (lambda e: e["data"].update(cost_usd="0.0038"), "schema.type", "data.cost_usd", "no quotes"),
+    (lambda e: e["data"].update(cost_usd=-0.0038), "schema.value", "data.cost_usd", ">= 0"),
+    (lambda e: e["data"].update(cost_usd=True), "schema.type", "data.cost_usd", "boolean"),
+    (lambda e: e["data"].update(cost_usd=None), "schema.type", "data.cost_usd", "null"),
+    (lambda e: e["data"].pop("cost_usd"), "schema.required", "data.cost_usd", "missing"),
+    (lambda e: e["data"].update(cost_micros=42), "schema.unknown_field", "data.cost_micros", "cost_usd"),
+    (lambda e: e["data"].update(prompt_tokens=4.2), "schema.type", "data.prompt_tokens", "integer"),
+    (lambda e: e["data"].update(prompt_tokens=10.0), "schema.type", "data.prompt_tokens", "decimal point"),
+    (lambda e: e["data"].update(prompt_tokens=True), "schema.type", "data.prompt_tokens", "boolean"),
+    (lambda e: e["data"].update(cache_hit="false"), "schema.type", "data.cache_hit", "a boolean"),
     (lambda e: e["data"].update(total_tokens="15"), "schema.type", "data.total_tokens", "no quotes"),
     (lambda e: e["data"].pop("provider"), "schema.required", "data.provider", "missing"),
     (lambda e: e.pop("team_id"), "schema.required", "team_id", "requires it"),
@@ -95,7 +108,11 @@ def test_built_envelopes_validate(schemas):
     (lambda e: e.update(timestamp="2026-11-22T10:00:00.123+00:00"), "schema.value", "timestamp", "UTC"),
     (lambda e: e.update(timestamp="2026-11-22T10:00:00.123Z\n"), "schema.value", "timestamp", "e.g."),
     (lambda e: e.update(timestamp=1763805600123), "schema.type", "timestamp", "string"),
-    (lambda e: e.update(id="not-an-id"), "schema.value", "id", "UUIDv7"),
+    (lambda e: e.update(id="not an id"), "schema.value", "id", "without spaces"),
+    (lambda e: e.update(id=""), "schema.value", "id", "1-128 printable ASCII"),
+    (lambda e: e.update(id="evt_" + "x" * 125), "schema.value", "id", "1-128 printable ASCII"),
+    (lambda e: e.update(id="evt_é"), "schema.value", "id", "ULID or UUIDv7 is recommended"),
+    (lambda e: e.update(id=7), "schema.type", "id", "string"),
     (lambda e: e.update(schema="hanzo.stream.v0"), "schema.value", "schema", "hanzo.stream.v1"),
     (lambda e: e.update(tenant="x"), "schema.unknown_field", "tenant", "allowed"),
     (lambda e: e.update(type="llm.usage.started"), "event.unknown_type", "type", "llm.usage.completed"),
@@ -162,17 +179,132 @@ def test_key_from_data_when_not_on_the_envelope(router):
 
 
 def test_audit_and_billing_are_keyed_by_org(router, schemas):
-    iam = envelope.build("iam.auth.login_failure", "iam-service", {
-        "actor_id": "u1", "actor_type": "user", "outcome": "failure", "reason": "bad_password"},
-        org_id="org_9")
+    iam = envelope.build("iam.auth.login_failure", "iam", {
+        "email": "u1@hanzo.ai", "method": "password", "reason": "bad_password"}, org_id="org_9")
     assert router.route_event(iam).key == b"org_9"
     bid = hashlib.sha256(b"t|o|2026-11-22T10:00:00.000Z").hexdigest()
     bill = envelope.build("billing.usage.hourly", "hanzo-stream/billing-agg", {
         "billing_id": bid, "team_id": "t", "org_id": "o", "window_start": "2026-11-22T10:00:00.000Z",
         "window_end": "2026-11-22T11:00:00.000Z", "prompt_tokens": 1, "completion_tokens": 1,
-        "total_tokens": 2, "cost_micros": 3, "request_count": 1}, team_id="t", org_id="o")
+        "total_tokens": 2, "cost_usd": 0.0000025, "cost_micros": 3, "request_count": 1},
+        team_id="t", org_id="o")
     out = router.route_event(bill)
     assert (out.topic, out.key) == ("billing_events", b"o")
+
+
+# the Event Streaming Standard's own examples
+
+STANDARD = [  # (event type, topic, the envelope field its key comes from)
+    ("llm.usage.completed", "llm_usage", "team_id"),
+    ("insights.event.captured", "events_plugin_ingestion", "team_id"),
+    ("iam.auth.login_success", "audit_log", "org_id"),
+]
+
+
+@pytest.mark.parametrize(("event_type", "topic", "key_field"), STANDARD, ids=[s[0] for s in STANDARD])
+def test_the_standards_examples_are_accepted_as_written(router, event_type, topic, key_field):
+    path = ROOT / "schemas/examples" / event_type / "valid/standard.json"
+    raw = path.read_bytes()
+    event = json.loads(raw)
+    want_key = event[key_field].encode()
+    for value in (raw, json.dumps(event, separators=(",", ":")).encode()):
+        out = router.route_bytes(value)
+        assert isinstance(out, Accepted), out
+        assert (out.topic, out.key, out.event_type) == (topic, want_key, event_type)
+        assert out.value == value  # passed on byte for byte, never re-serialized
+        assert isinstance(router.route_bytes(value, topic=topic, key=want_key), Accepted)
+    out = router.route_event(copy.deepcopy(event))
+    assert isinstance(out, Accepted), out
+    assert (out.topic, out.key) == (topic, want_key) and json.loads(out.value) == event
+
+
+def _uuid7(e):
+    e["id"] = envelope.new_id()
+
+
+def _drop(*fields):
+    def edit(e):
+        for f in fields:
+            e["data"].pop(f)
+    return edit
+
+
+VARIANTS = [  # (event type, edit of the standard's example, or raw text replacements)
+    ("llm.usage.completed", _uuid7),
+    ("llm.usage.completed", lambda e: e.update(id="01HQ3X7K8M2N4P5R6S7T8U9V0W")),  # a bare ULID
+    ("llm.usage.completed", lambda e: e.update(id="x" * 128)),
+    ("llm.usage.completed", _drop("latency_ms", "user_id", "api_key_hash", "cache_hit", "stream")),
+    ("llm.usage.completed", lambda e: e["data"].update(cost_usd=0)),
+    ("llm.usage.completed", lambda e: e["data"].update(cost_usd=12)),
+    ("llm.usage.completed", lambda e: e["data"].update(cost_usd=0.123456, cache_hit=True, stream=False)),
+    ("llm.usage.completed", ('"cost_usd": 0.0038', '"cost_usd": 3.8e-05')),
+    ("llm.usage.completed", ('"cost_usd": 0.0038', '"cost_usd": 3.8E-5')),
+    ("llm.usage.completed", ('"cost_usd": 0.0038', '"cost_usd": 0.003800000000')),
+    ("insights.event.captured", _uuid7),
+    ("insights.event.captured", lambda e: e["data"].update(ip="2001:db8::8a2e:370:7334")),
+    ("insights.event.captured", lambda e: e["data"].update(ip="::1")),
+    ("insights.event.captured", lambda e: e["data"].update(ip="::ffff:203.0.113.42")),
+    ("insights.event.captured", _drop("properties", "ip", "session_id", "sent_at")),
+    ("insights.event.captured", lambda e: e["data"].update(properties={})),
+    ("insights.event.captured", lambda e: e.update(org_id="org_hanzo")),
+    ("iam.auth.login_success", _uuid7),
+    ("iam.auth.login_success", lambda e: e["data"].update(ip="2001:db8::1")),
+    ("iam.auth.login_success", _drop("email", "provider", "ip", "user_agent", "application")),
+    ("iam.auth.login_success", lambda e: e["data"].update(method="password", provider="google")),
+    ("iam.auth.login_success", lambda e: e.update(team_id="team_abc123")),
+]
+
+
+@pytest.mark.parametrize(("event_type", "edit"), VARIANTS,
+                         ids=[f"{v[0]}-{i}" for i, v in enumerate(VARIANTS)])
+def test_variants_of_the_standards_examples_are_accepted(router, event_type, edit):
+    topic, key_field = next((t, k) for name, t, k in STANDARD if name == event_type)
+    if isinstance(edit, tuple):  # number spellings only raw JSON text can carry
+        text = json.dumps(standard(event_type))
+        assert text.count(edit[0]) == 1
+        value = text.replace(*edit).encode()
+        event = json.loads(value)
+    else:
+        event = standard(event_type)
+        edit(event)
+        value = json.dumps(event).encode()
+        out = router.route_event(copy.deepcopy(event))
+        assert isinstance(out, Accepted), out
+        assert (out.topic, out.key) == (topic, event[key_field].encode())
+    out = router.route_bytes(value)
+    assert isinstance(out, Accepted), out
+    assert (out.topic, out.key, out.value) == (topic, event[key_field].encode(), value)
+
+
+OLD_FIELDS = [  # the project's fields before the standard: gone, and refused by name
+    ("llm.usage.completed", "cost_micros", 3800),
+    ("insights.event.captured", "url", "https://hanzo.ai/dashboard"),
+    ("iam.auth.login_success", "actor_id", "user_456"),
+    ("iam.auth.login_success", "actor_type", "user"),
+    ("iam.auth.login_success", "outcome", "success"),
+]
+
+
+@pytest.mark.parametrize(("event_type", "name", "value"), OLD_FIELDS,
+                         ids=[f"{t}-{n}" for t, n, _ in OLD_FIELDS])
+def test_the_old_project_fields_are_refused(router, event_type, name, value):
+    topic, _ = next((t, k) for n, t, k in STANDARD if n == event_type)
+    event = standard(event_type)
+    event["data"][name] = value
+    for out in (router.route_event(copy.deepcopy(event)), router.route_bytes(json.dumps(event).encode())):
+        assert isinstance(out, Refused), out
+        assert (out.error.error_class, out.error.field) == ("schema.unknown_field", f"data.{name}")
+        assert out.source_topic == topic and out.error.schema == event_type
+
+
+def test_cost_micros_instead_of_cost_usd_is_refused(router):
+    event = standard("llm.usage.completed")
+    event["data"]["cost_micros"] = 3800
+    del event["data"]["cost_usd"]
+    out = router.route_event(event)
+    assert isinstance(out, Refused)
+    # both are wrong; the missing money field is named first (required ranks before unknown)
+    assert (out.error.error_class, out.error.field) == ("schema.required", "data.cost_usd")
 
 
 BAD_BYTES = [
@@ -340,7 +472,7 @@ def test_counts_balance_in_process(registry, schemas):
 
     p = EventProducer(Recorder(), registry, schemas, "t")
     good, bad = llm(), copy.deepcopy(llm())
-    bad["data"]["cost_micros"] = "1"
+    bad["data"]["cost_usd"] = "1"
     p.send(good)
     p.send(bad)
     p.send_bytes(b"\xff")

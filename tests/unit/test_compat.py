@@ -16,11 +16,12 @@ BASE = {
         "team_id": {"type": "string"},
         "data": {
             "type": "object",
-            "required": ["model", "cost_micros"],
+            "required": ["model", "cost_usd"],
             "additionalProperties": False,
             "properties": {
                 "model": {"type": "string", "minLength": 1, "maxLength": 100},
-                "cost_micros": {"type": "integer", "minimum": 0, "maximum": 1000},
+                "cost_usd": {"type": "number", "minimum": 0, "maximum": 1000},
+                "total_tokens": {"type": "integer", "minimum": 0},
                 "tier": {"enum": ["free", "pro"]},
                 "region": {"type": "string", "pattern": "^[a-z]+$"},
                 "note": {"type": "string"},
@@ -63,7 +64,8 @@ CASES = [
     # types
     ("change type string->integer", lambda s: props(s)["note"].update(type="integer"), "type.changed"),
     ("widen type with null", lambda s: props(s)["note"].update(type=["string", "null"]), None),
-    ("widen integer->number", lambda s: props(s)["cost_micros"].update(type="number"), None),
+    ("widen integer->number", lambda s: props(s)["total_tokens"].update(type="number"), None),
+    ("narrow number->integer", lambda s: props(s)["cost_usd"].update(type="integer"), "type.changed"),
     ("add type to untyped field", lambda s: props(s)["tier"].update(type="string"), "type.changed"),
     ("array items type change", lambda s: props(s)["tags"]["items"].update(type="integer"), "type.changed"),
     # required
@@ -83,11 +85,13 @@ CASES = [
     ("const changed", lambda s: props(s)["kind"].update(const="b"), "enum.narrowed"),
     ("const widened to enum", lambda s: props(s).update(kind={"enum": ["a", "b"]}), None),
     # constraints
-    ("raise minimum", lambda s: props(s)["cost_micros"].update(minimum=1), "constraint.tightened"),
-    ("lower minimum", lambda s: props(s)["cost_micros"].update(minimum=-1), None),
-    ("lower maximum", lambda s: props(s)["cost_micros"].update(maximum=999), "constraint.tightened"),
-    ("raise maximum", lambda s: props(s)["cost_micros"].update(maximum=10_000), None),
-    ("add exclusiveMaximum", lambda s: props(s)["cost_micros"].update(exclusiveMaximum=500),
+    ("raise minimum", lambda s: props(s)["cost_usd"].update(minimum=0.01), "constraint.tightened"),
+    ("lower minimum", lambda s: props(s)["cost_usd"].update(minimum=-1), None),
+    ("lower maximum", lambda s: props(s)["cost_usd"].update(maximum=999.99), "constraint.tightened"),
+    ("raise maximum", lambda s: props(s)["cost_usd"].update(maximum=10_000), None),
+    ("add exclusiveMaximum", lambda s: props(s)["cost_usd"].update(exclusiveMaximum=500),
+     "constraint.tightened"),
+    ("add maximum to an unbounded count", lambda s: props(s)["total_tokens"].update(maximum=10**9),
      "constraint.tightened"),
     ("raise minLength", lambda s: props(s)["model"].update(minLength=2), "constraint.tightened"),
     ("lower maxLength", lambda s: props(s)["model"].update(maxLength=50), "constraint.tightened"),
@@ -99,7 +103,7 @@ CASES = [
     ("add format", lambda s: props(s)["note"].update(format="email"), "constraint.tightened"),
     ("lower maxItems", lambda s: props(s)["tags"].update(maxItems=5), "constraint.tightened"),
     ("add uniqueItems", lambda s: props(s)["tags"].update(uniqueItems=True), "constraint.tightened"),
-    ("add multipleOf", lambda s: props(s)["cost_micros"].update(multipleOf=10), "constraint.tightened"),
+    ("add multipleOf", lambda s: props(s)["cost_usd"].update(multipleOf=0.000001), "constraint.tightened"),
     # content model
     ("close an open object", lambda s: props(s)["meta"].update(additionalProperties=False),
      "content.closed"),
@@ -130,9 +134,9 @@ def test_rule(change, rule):
 
 
 def test_narrowing_number_to_integer_is_refused():
-    old = edit(lambda s: props(s)["cost_micros"].update(type="number"))
-    (v,) = compare(old, BASE, "events/x.json")
-    assert (v.rule, v.field) == ("type.changed", "data.cost_micros")
+    # money back to integer micro-dollars would refuse every old cost_usd such as 0.0038
+    (v,) = compare(BASE, edit(lambda s: props(s)["cost_usd"].update(type="integer")), "events/x.json")
+    assert (v.rule, v.field) == ("type.changed", "data.cost_usd")
     assert "number" in v.message
 
 

@@ -71,12 +71,50 @@ def test_bundles_are_self_contained():
         assert '"$ref"' not in json.dumps(s.bundle(t)), t
 
 
-def test_money_and_counts_are_integers_never_floats():
+COUNTS = {"llm.usage.completed": ["prompt_tokens", "completion_tokens", "total_tokens", "latency_ms"],
+          "billing.usage.hourly": ["prompt_tokens", "completion_tokens", "total_tokens", "cost_micros",
+                                   "request_count"],
+          "agent.rpc.metered": ["duration_ms", "units"]}
+
+
+def test_money_is_cost_usd_a_number_and_counts_are_integers():
     s = load(SCHEMAS)
-    for t in ("llm.usage.completed", "billing.usage.hourly", "agent.rpc.metered"):
-        props = s.events[t]["properties"]["data"]["properties"]
-        assert props["cost_micros"]["type"] == "integer"
-        assert props["cost_micros"]["minimum"] == 0
+    for t, counts in COUNTS.items():
+        data = s.events[t]["properties"]["data"]
+        props = data["properties"]
+        # money as the standard writes it: a required, non-negative JSON number of US dollars
+        assert props["cost_usd"]["type"] == "number" and props["cost_usd"]["minimum"] == 0, t
+        assert "cost_usd" in data["required"], t
+        for c in counts:
+            assert props[c]["type"] == "integer" and props[c]["minimum"] == 0, (t, c)
+    # micro-dollars survive only on the aggregate, as the invoiced rounding of its exact total
+    assert "cost_micros" not in s.events["llm.usage.completed"]["properties"]["data"]["properties"]
+    assert "cost_micros" not in s.events["agent.rpc.metered"]["properties"]["data"]["properties"]
+    assert "cost_micros" in s.events["billing.usage.hourly"]["properties"]["data"]["required"]
+
+
+def test_the_standards_examples_are_kept_verbatim():
+    """Each standard.json is the Event Streaming Standard's example; the fields it shows stay."""
+    want = {
+        "llm.usage.completed": ("team_abc123", {"request_id", "model", "provider", "prompt_tokens",
+                                                "completion_tokens", "total_tokens", "latency_ms",
+                                                "cost_usd", "user_id", "api_key_hash", "cache_hit",
+                                                "stream"}),
+        "insights.event.captured": ("team_abc123", {"event", "distinct_id", "properties", "ip",
+                                                    "session_id", "sent_at"}),
+        "iam.auth.login_success": (None, {"user_id", "email", "method", "provider", "ip", "user_agent",
+                                          "application"}),
+    }
+    for t, (team, fields) in want.items():
+        doc = json.loads((SCHEMAS / "examples" / t / "valid/standard.json").read_text())
+        assert doc["schema"] == "hanzo.stream.v1" and doc["type"] == t
+        assert doc.get("team_id") == team and set(doc["data"]) == fields, t
+        data = load(SCHEMAS).bundle(t)["properties"]["data"]
+        declared = set(data.get("properties", {})).union(
+            *(sub.get("properties", {}) for sub in data.get("allOf", [])))
+        assert declared >= fields, t
+    llm = json.loads((SCHEMAS / "examples/llm.usage.completed/valid/standard.json").read_text())
+    assert llm["id"] == "evt_01HQ3X7K8M2N4P5R6S7T8U9V0W" and llm["data"]["cost_usd"] == 0.0038
 
 
 def _copy_tree(tmp_path: Path) -> Path:
@@ -160,7 +198,7 @@ def test_check_refuses_incompatible_changes_with_one_message_each(repo):
 
 def test_check_allows_compatible_changes(repo):
     def compatible(s):
-        s["properties"]["data"]["properties"]["cache_hit"] = {"type": "boolean"}
+        s["properties"]["data"]["properties"]["region"] = {"type": "string"}
         s["properties"]["data"]["properties"]["latency_ms"].pop("maximum")
 
     _edit(repo / "events/llm.usage.completed.json", compatible)
