@@ -60,8 +60,9 @@ def _insights(i: int, pad: str) -> tuple[str, str]:
     ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
     head = (f'{{"schema":"hanzo.stream.v1","id":"{uuid7()}","type":"insights.event.captured",'
             f'"source":"bench","timestamp":"{ts}","team_id":"{team}","data":{{"event":"$pageview",'
-            f'"distinct_id":"user-{i}","url":"https://hanzo.ai/p/{i % 1000}",'
-            '"properties":{"$browser":"Chrome","blob":"')
+            f'"distinct_id":"user-{i}","ip":"203.0.113.{i % 254 + 1}","session_id":"sess-{i % 800}",'
+            f'"sent_at":"{ts}","properties":{{"$current_url":"https://hanzo.ai/p/{i % 1000}",'
+            '"$browser":"Chrome","blob":"')
     tail = '"}}}'
     fill = EVENT_BYTES - len(head) - len(tail)
     start = i % 4096
@@ -77,7 +78,7 @@ def _usage(i: int, pad: str) -> tuple[str, str]:
            "source": "bench", "timestamp": ts, "team_id": team, "org_id": f"org-{i % 16}",
            "data": {"request_id": f"req-{i}", "model": "zen-1", "provider": "hanzo",
                     "prompt_tokens": 100 + n, "completion_tokens": 10 * n, "total_tokens": 100 + 11 * n,
-                    "cost_micros": 1234 * n}}
+                    "cost_usd": round(0.001234 * n, 6)}}
     return team, json.dumps(doc)
 
 

@@ -43,8 +43,9 @@ def make_events(n: int, size: int = 2048) -> list[dict]:
         props = {"$browser": "Firefox", "$os": "Linux", "$screen_width": 1440, "plan": "pro",
                  "$current_url": f"https://app.hanzo.ai/project/{i % 97}/dashboard", "seq": i}
         e = envelope.build("insights.event.captured", "insights-capture", {
-            "event": "$pageview", "distinct_id": f"user_{i % 5000}", "session_id": f"s_{i % 800}",
-            "url": props["$current_url"], "properties": props}, team_id=f"team_{i % 200}")
+            "event": "$pageview", "distinct_id": f"user_{i % 5000}", "properties": props,
+            "ip": f"203.0.113.{i % 254 + 1}", "session_id": f"s_{i % 800}",
+            "sent_at": envelope.iso_ms()}, team_id=f"team_{i % 200}")
         pad = size - len(json.dumps(e, separators=(",", ":")))
         props["$pad"] = "x" * max(pad - 11, 0)
         events.append(e)

@@ -36,13 +36,18 @@ from . import credentials, kafka
 
 TEAMS = [(f"team_{t}", f"org_{o}") for t, o in
          (("8f3a", "21c9"), ("1b7e", "21c9"), ("c402", "5d10"), ("77aa", "9e03"), ("e5d1", "9e03"))]
-MODELS = [("gpt-4o-mini", "openai", 15, 60), ("claude-sonnet-4", "anthropic", 300, 1500),
-          ("llama-3.1-70b", "hanzo", 60, 60)]  # (model, provider, micros per 1k in, per 1k out)
-AUDIT = [("iam.auth.login_success", "success"), ("iam.auth.login_failure", "failure"),
-         ("iam.auth.logout", "success"), ("iam.auth.mfa_challenge", "success"),
-         ("iam.authz.access_denied", "denied"), ("iam.authz.role_changed", "success"),
-         ("iam.auth.token_revoked", "success")]
+MODELS = [("zen-72b", "together", 0.9, 0.9), ("gpt-4o-mini", "openai", 0.15, 0.6),
+          ("claude-sonnet-4", "anthropic", 3.0, 15.0)]  # (model, provider, USD per 1M in, per 1M out)
+AUDIT = ["iam.auth.login_success", "iam.auth.login_failure", "iam.auth.logout", "iam.auth.mfa_challenge",
+         "iam.authz.access_denied", "iam.authz.role_changed", "iam.auth.token_revoked"]
 PAGES = ["/dashboard", "/insights", "/billing", "/settings", "/agents", "/docs"]
+BROWSERS = [("Chrome", "macOS", "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 "
+             "(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"),
+            ("Firefox", "Linux", "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"),
+            ("Safari", "iOS", "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 "
+             "(KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1")]
+LOGINS = [("oauth2", "github"), ("oauth2", "google"), ("saml", "okta"), ("password", None)]
+APPLICATIONS = ["app-hanzo", "console-hanzo", "cloud-hanzo"]
 SERVICES = {  # principal -> share of the traffic
     "insights-capture": 0.5, "llm-gateway": 0.25, "iam-service": 0.15, "agent-gateway": 0.10}
 BACKFILL = timedelta(hours=2)
@@ -56,37 +61,72 @@ class Sent:
     raw_invalid: int = 0  # sent around the client: the consuming job dead-letters them
 
 
+def client_ip(rng: random.Random) -> str:
+    """A documentation address (RFC 5737 / RFC 3849), one in five IPv6."""
+    if rng.random() < 0.2:
+        return f"2001:db8::{rng.randrange(1, 0xFFFF):x}"
+    return f"203.0.113.{rng.randrange(1, 255)}"
+
+
 def insights(rng: random.Random, at: datetime) -> dict[str, Any]:
+    """Like the standard's insights.event.captured: properties, ip, session and the client's sent_at."""
     team, _ = rng.choice(TEAMS)
     user = f"user_{rng.randrange(500)}"
+    browser, os_name, _ = rng.choice(BROWSERS)
     data: dict[str, Any] = {"event": rng.choice(["$pageview", "$pageview", "$autocapture", "signup"]),
-                            "distinct_id": user, "session_id": f"sess_{user[5:]}_{at:%H}",
-                            "url": "https://app.hanzo.ai" + rng.choice(PAGES),
-                            "properties": {"$browser": rng.choice(["Firefox", "Chrome", "Safari"]),
-                                           "plan": rng.choice(["free", "pro", "team"])}}
+                            "distinct_id": user,
+                            "properties": {"$current_url": "https://hanzo.ai" + rng.choice(PAGES),
+                                           "$browser": browser, "$os": os_name,
+                                           "plan": rng.choice(["free", "pro", "team"])},
+                            "ip": client_ip(rng), "session_id": f"sess_{user[5:]}_{at:%H}",
+                            "sent_at": envelope.iso_ms(at - timedelta(milliseconds=rng.randrange(20, 900)))}
     return envelope.build("insights.event.captured", "insights-capture", data, team_id=team,
                           timestamp=at)
 
 
 def llm_usage(rng: random.Random, at: datetime) -> dict[str, Any]:
+    """Like the standard's llm.usage.completed; cost_usd in dollars with up to 6 decimal places."""
     team, org = rng.choice(TEAMS)
     model, provider, per_in, per_out = rng.choice(MODELS)
     prompt, completion = rng.randrange(50, 4000), rng.randrange(10, 1200)
+    cache_hit = rng.random() < 0.05
+    cost = 0 if cache_hit else round((prompt * per_in + completion * per_out) / 1_000_000, 6)
     data = {"request_id": f"req_{rng.getrandbits(48):012x}", "model": model, "provider": provider,
             "prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "cost_micros": (prompt * per_in + completion * per_out) // 1000,
-            "latency_ms": rng.randrange(150, 9000)}
+            "total_tokens": prompt + completion, "latency_ms": rng.randrange(150, 9000),
+            "cost_usd": cost, "user_id": f"user_{rng.randrange(500)}",
+            "api_key_hash": f"sha256:{rng.getrandbits(256):064x}", "cache_hit": cache_hit,
+            "stream": rng.random() < 0.6}
     return envelope.build("llm.usage.completed", "llm-gateway", data, team_id=team, org_id=org,
                           timestamp=at)
 
 
 def audit(rng: random.Random, at: datetime) -> dict[str, Any]:
-    team, org = rng.choice(TEAMS)
-    event_type, outcome = rng.choice(AUDIT)
-    data = {"actor_id": f"user_{rng.randrange(500)}", "actor_type": rng.choice(["user", "user", "service"]),
-            "outcome": outcome, "ip": f"203.0.113.{rng.randrange(1, 255)}"}
-    return envelope.build(event_type, "iam-service", data, team_id=team, org_id=org, timestamp=at)
+    """Like the standard's iam.auth.login_success, with the fields each audit type requires."""
+    _, org = rng.choice(TEAMS)
+    event_type = rng.choice(AUDIT)
+    n = rng.randrange(500)
+    method, provider = rng.choice(LOGINS)
+    data: dict[str, Any] = {"user_id": f"user_{n}", "email": f"user{n}@hanzo.ai", "ip": client_ip(rng),
+                            "user_agent": rng.choice(BROWSERS)[2], "application": rng.choice(APPLICATIONS)}
+    if event_type in ("iam.auth.login_success", "iam.auth.login_failure"):
+        data["method"] = method
+        if provider:
+            data["provider"] = provider
+    if event_type == "iam.auth.login_failure":
+        data["reason"] = rng.choice(["bad_password", "unknown_user", "locked_out", "oauth2_denied"])
+        if data["reason"] == "unknown_user":  # no account: nobody to name
+            del data["user_id"]
+    elif event_type == "iam.auth.mfa_challenge":
+        data["method"] = rng.choice(["mfa_totp", "webauthn"])
+    elif event_type == "iam.auth.token_revoked":
+        data["target"] = f"tok_{rng.getrandbits(40):010x}"
+    elif event_type == "iam.authz.access_denied":
+        data["target"] = rng.choice(["project/billing", "org/settings", "agents/deploy"])
+        data["reason"] = "missing_permission"
+    elif event_type == "iam.authz.role_changed":
+        data["target"] = rng.choice(["role:admin", "role:developer", "role:viewer"])
+    return envelope.build(event_type, "iam", data, org_id=org, timestamp=at)
 
 
 def agent_rpc(rng: random.Random, at: datetime) -> dict[str, Any]:
@@ -94,7 +134,7 @@ def agent_rpc(rng: random.Random, at: datetime) -> dict[str, Any]:
     units = rng.randrange(1, 10)
     data = {"agent_id": f"agent_{rng.randrange(12)}", "method": rng.choice(["tools.search", "tools.fetch",
                                                                           "memory.write"]),
-            "duration_ms": rng.randrange(5, 2000), "units": units, "cost_micros": units * 500}
+            "duration_ms": rng.randrange(5, 2000), "units": units, "cost_usd": round(units * 0.0005, 6)}
     return envelope.build("agent.rpc.metered", "agent-gateway", data, team_id=team, org_id=org,
                           timestamp=at)
 
@@ -105,12 +145,12 @@ MAKERS: dict[str, Callable[[random.Random, datetime], dict[str, Any]]] = {
 
 
 def broken_for_client(event: dict[str, Any]) -> dict[str, Any]:
-    """An event the client refuses (wrong type, missing field, seconds-only timestamp)."""
+    """An event the client refuses (money as text, a pre-standard field, seconds-only timestamp)."""
     bad = json.loads(json.dumps(event))
-    if "cost_micros" in bad["data"]:
-        bad["data"]["cost_micros"] = bad["data"]["cost_micros"] + 0.5  # a float: never for money
-    elif "actor_id" in bad["data"]:
-        del bad["data"]["actor_id"]
+    if "cost_usd" in bad["data"]:
+        bad["data"]["cost_usd"] = str(bad["data"]["cost_usd"])  # money is a JSON number, not text
+    elif event["type"].startswith("iam."):  # an IAM service still on the old actor_id field
+        bad["data"]["actor_id"] = bad["data"].pop("user_id", "user_0")
     else:
         bad["timestamp"] = bad["timestamp"][:19] + "Z"
     return bad

@@ -43,7 +43,7 @@ HANDLED = {"type", "enum", "const", "properties", "required", "additionalPropert
 @dataclass(frozen=True)
 class Violation:
     file: str
-    field: str  # the event field, e.g. data.cost_micros ("(schema)" for the whole file)
+    field: str  # the event field, e.g. data.cost_usd ("(schema)" for the whole file)
     rule: str
     message: str
 

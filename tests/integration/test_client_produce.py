@@ -90,8 +90,8 @@ def read_since(cluster, topic: str, start: dict[int, int], timeout: float = 30.0
 
 def llm_event(team: str, run: str, **data):
     return envelope.build("llm.usage.completed", "llm-gateway", {
-        "request_id": f"{run}-{team}", "model": "gpt-4o", "provider": "openai", "prompt_tokens": 10,
-        "completion_tokens": 5, "total_tokens": 15, "cost_micros": 42, **data},
+        "request_id": f"{run}-{team}", "model": "zen-72b", "provider": "together", "prompt_tokens": 10,
+        "completion_tokens": 5, "total_tokens": 15, "cost_usd": 0.000042, **data},
         team_id=team, org_id="org_1")
 
 
@@ -129,7 +129,7 @@ def _bad_value(name: str, run: str) -> bytes | None:
     if name == "no ms":
         e["timestamp"] = "2026-11-22T10:00:00Z"
     elif name == "wrong type":
-        e["data"]["cost_micros"] = "0.42"
+        e["data"]["cost_usd"] = "0.42"
     elif name == "missing field":
         e["data"].pop("model")
     elif name == "null key":

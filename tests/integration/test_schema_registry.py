@@ -76,7 +76,7 @@ def test_compatible_change_adds_one_version_and_dry_run_writes_nothing(url, regi
     sr = client(url)
     sync(sr, load(ROOT / "schemas"), registry)
     _edit(schemas_dir / "events/llm.usage.completed.json",
-          lambda s: s["properties"]["data"]["properties"].update(cache_hit={"type": "boolean"}))
+          lambda s: s["properties"]["data"]["properties"].update(region={"type": "string"}))
     before = _versions(sr)
     dry = {o.subject: o.action for o in sync(sr, load(schemas_dir), registry, dry_run=True)}
     assert dry[LLM] == "would-add-version"
