@@ -2,6 +2,9 @@
 
 - Consumer lag: one warning and one critical alert per registry group, with the group's
   `lag.warning` / `lag.critical` (defaults 100K / 1M, the standard's numbers).
+- Stalled consumers: one critical alert per registry group when its lag grows while its
+  committed offsets stand still (the job is down or stuck on a record), long before the
+  lag reaches a threshold.
 - Dead letters: an alert when the dead-letter topic's log end moves, addressed to the
   groups that read it (dead-letter-monitor).
 
@@ -21,7 +24,12 @@ GENERATED_FILE = RULES_DIR / "registry-alerts.yaml"
 GENERATED_TEST_FILE = MONITORING_DIR / "tests" / "registry-alerts.test.yaml"
 LAG_METRIC = "kafka_consumer_group_lag"  # the standard's name (recording rule)
 OFFSET_METRIC = "kafka_topic_partition_current_offset"  # kafka_exporter's log-end offset
+EXPORTER_LAG_METRIC = "kafka_consumergroup_lag"  # kafka_exporter's, per partition
+COMMITTED_METRIC = "kafka_consumergroup_current_offset"  # kafka_exporter's committed offset
+STALL_WINDOW = "5m"  # no commit and growing lag over this window means stalled
+STALL_FOR = "2m"
 LAG_RUNBOOK = "docs/runbooks/consumer-lag.md"
+STALLED_RUNBOOK = "docs/runbooks/consumer-stalled.md"
 DEAD_LETTER_RUNBOOK = "docs/runbooks/dead-letters.md"
 
 HEADER = """\
@@ -55,6 +63,34 @@ def lag_alerts(group: Group) -> list[dict]:
     return out
 
 
+def stalled_alert(group: Group) -> dict:
+    """Critical when the group's lag is positive and grew over STALL_WINDOW while not one of
+    its committed offsets moved: a consumer that is down or stuck, whatever the thresholds.
+
+    A healthy consumer with a steady small lag commits, and an idle one's lag does not grow,
+    so neither fires.
+    """
+    sel = f'{{consumergroup="{group.name}"}}'
+    by = "sum by (consumergroup)"
+    expr = (f"{by} ({EXPORTER_LAG_METRIC}{sel}) > 0"
+            f" and {by} (delta({EXPORTER_LAG_METRIC}{sel}[{STALL_WINDOW}])) > 0"
+            f" and {by} (changes({COMMITTED_METRIC}{sel}[{STALL_WINDOW}])) == 0")
+    return {
+        "alert": "ConsumerStalled",
+        "expr": expr,
+        "for": STALL_FOR,
+        "labels": {"severity": "critical", "consumergroup": group.name},
+        "annotations": {
+            "summary": f"Consumer group {group.name} commits nothing while its lag grows "
+                       f"({{{{ $value | humanize }}}} messages behind)",
+            "description": f"{group.name} reads {', '.join(group.topics)}. No committed offset moved "
+                           f"for {STALL_WINDOW} while its lag grew: the consumer is down, crash-looping "
+                           "or stuck on one record. Nothing it reads is processed until it is fixed.",
+            "runbook_url": STALLED_RUNBOOK,
+        },
+    }
+
+
 def dead_letter_alert(registry: Registry) -> dict:
     watchers = sorted(g.name for g in registry.groups if dead_letter.TOPIC in g.topics)
     return {
@@ -75,6 +111,7 @@ def rule_groups(registry: Registry) -> list[dict]:
     return [
         {"name": "hanzo-stream-consumer-lag",
          "rules": [r for g in registry.groups for r in lag_alerts(g)]},
+        {"name": "hanzo-stream-consumer-stalled", "rules": [stalled_alert(g) for g in registry.groups]},
         {"name": "hanzo-stream-dead-letters", "rules": [dead_letter_alert(registry)]},
     ]
 
@@ -131,6 +168,47 @@ def lag_test(group: Group) -> dict:
             "input_series": series, "alert_rule_test": tests}
 
 
+def _stall_series(group: str, topic: str, part: int, offsets: str, lag: str) -> list[dict]:
+    where = (f'job="kafka-exporter", instance="exporter:9308", consumergroup="{group}", '
+             f'topic="{topic}", partition="{part}"')
+    return [{"series": f"{COMMITTED_METRIC}{{{where}}}", "values": offsets},
+            {"series": f"{EXPORTER_LAG_METRIC}{{{where}}}", "values": lag}]
+
+
+def stalled_tests(group: Group) -> list[dict]:
+    """Two promtool tests: the group stalls at minute 9 (quiet at 12m, firing by 17m; an
+    unregistered group stalling too fires nothing), and a healthy group (small lag, offsets
+    advancing) that then goes idle (nothing produced, nothing committed): quiet throughout."""
+    topic, name = group.topics[0], "ConsumerStalled"
+    rule = stalled_alert(group)
+
+    def firing(lag: int) -> list[dict]:
+        summary = rule["annotations"]["summary"].replace("{{ $value | humanize }}", _humanize(lag))
+        return [{"exp_labels": rule["labels"],
+                 "exp_annotations": {**rule["annotations"], "summary": summary}}]
+
+    def lag_at(minute: int) -> int:  # the two stalled partitions' lag, summed
+        return (5 + 10 * (minute - 10)) + (7 + 20 * (minute - 10))
+
+    stalled = [*_stall_series(group.name, topic, 0, "100+10x9 190+0x20", "5+0x9 5+10x20"),
+               *_stall_series(group.name, topic, 1, "300+20x9 480+0x20", "7+0x9 7+20x20"),
+               *_stall_series("unregistered-group", "t", 0, "0+0x30", "1+100x30")]
+    # Healthy: partition 0 at a constant small lag, partition 1's creeping up (so the group's
+    # lag grows: only the advancing offsets keep it quiet); from minute 15 idle.
+    healthy = [*_stall_series(group.name, topic, 0, "100+10x15 250+0x15", "3+0x30"),
+               *_stall_series(group.name, topic, 1, "0+50x15 750+0x15", "2+1x15 17+0x15")]
+    return [
+        {"name": f"{group.name} stalls while its lag grows", "interval": "1m", "input_series": stalled,
+         "alert_rule_test": [{"eval_time": "12m", "alertname": name, "exp_alerts": []},
+                             {"eval_time": "17m", "alertname": name, "exp_alerts": firing(lag_at(17))},
+                             {"eval_time": "30m", "alertname": name, "exp_alerts": firing(lag_at(30))}]},
+        {"name": f"{group.name} healthy with a small steady lag, then idle", "interval": "1m",
+         "input_series": healthy,
+         "alert_rule_test": [{"eval_time": t, "alertname": name, "exp_alerts": []}
+                             for t in ("8m", "12m", "15m", "22m", "30m")]},
+    ]
+
+
 def dead_letter_test(registry: Registry) -> dict:
     """Quiet dead-letter topic, then arrivals, then quiet again; other topics never count."""
     rule = dead_letter_alert(registry)
@@ -157,7 +235,8 @@ def render_tests(registry: Registry, rule_files: list[str] | None = None) -> str
     doc = {
         "rule_files": rule_files or ["../rules/recording.yaml", "../rules/registry-alerts.yaml"],
         "evaluation_interval": "1m",
-        "tests": [lag_test(g) for g in registry.groups] + [dead_letter_test(registry)],
+        "tests": [lag_test(g) for g in registry.groups]
+                 + [t for g in registry.groups for t in stalled_tests(g)] + [dead_letter_test(registry)],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
 

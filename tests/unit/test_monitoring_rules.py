@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,8 @@ from hanzo_stream.monitoring import MONITORING_DIR, RULES_DIR, alerts, rule_file
 from hanzo_stream.monitoring.__main__ import generated
 from hanzo_stream.monitoring.__main__ import main as generate_main
 from hanzo_stream.registry import LagThresholds, Registry
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def promtool(*args: str | Path) -> subprocess.CompletedProcess:
@@ -55,7 +58,7 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     required = {"KafkaUnderReplicatedPartitions", "KafkaOfflinePartitions", "KafkaActiveControllerCount",
                 "KafkaUnderMinIsrPartitions", "KafkaOfflineLogDirectory", "KafkaDiskSpaceLow",
                 "KafkaDiskSpaceCritical", "KafkaMetricsTargetDown", "KafkaLagExporterMissing",
-                "ConsumerLagWarning", "ConsumerLagCritical", "DeadLettersArriving"}
+                "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "DeadLettersArriving"}
     assert set(all_alerts()) == required
     assert fired == required, f"never shown firing: {required - fired}"
     assert quiet == required, f"never shown quiet: {required - quiet}"
@@ -92,6 +95,37 @@ def test_every_registry_group_gets_warning_and_critical(registry: Registry) -> N
         assert mine["warning"]["expr"].endswith(f"> {g.lag.warning}")
         assert mine["critical"]["expr"].endswith(f"> {g.lag.critical}")
     assert len(lag) == 2 * len(registry.groups)
+
+
+def test_every_registry_group_gets_a_stall_alert_on_exporter_names(registry: Registry) -> None:
+    groups = yaml.safe_load(alerts.render(registry))["groups"]
+    stalled = next(g for g in groups if g["name"] == "hanzo-stream-consumer-stalled")["rules"]
+    assert [r["labels"]["consumergroup"] for r in stalled] == [g.name for g in registry.groups]
+    for r in stalled:
+        sel = f'{{consumergroup="{r["labels"]["consumergroup"]}"}}'
+        assert r["alert"] == "ConsumerStalled" and r["labels"]["severity"] == "critical"
+        assert f"kafka_consumergroup_lag{sel}) > 0" in r["expr"]
+        assert f"delta(kafka_consumergroup_lag{sel}[5m])) > 0" in r["expr"]
+        assert f"changes(kafka_consumergroup_current_offset{sel}[5m])) == 0" in r["expr"]
+        assert r["annotations"]["runbook_url"] == "docs/runbooks/consumer-stalled.md"
+    assert (ROOT / "docs" / "runbooks" / "consumer-stalled.md").exists()
+
+
+@pytest.mark.parametrize("clause", ["offset", "growth"])
+def test_promtool_catches_a_stall_alert_missing_a_condition(tmp_path: Path, registry: Registry,
+                                                            clause: str) -> None:
+    """Without the offset clause a healthy consumer whose lag creeps up pages; without the
+    growth clause an idle one (nothing produced, nothing to commit) does."""
+    test_file = _write_rules(tmp_path, registry)
+    rules = tmp_path / "rules" / "registry-alerts.yaml"
+    drop = (r" and sum by \(consumergroup\) \(changes\([^)]*\)\) == 0" if clause == "offset"
+            else r" and sum by \(consumergroup\) \(delta\([^)]*\)\) > 0")
+    text, n = re.subn(drop, "", rules.read_text())
+    assert n == len(registry.groups)
+    rules.write_text(text)
+    res = promtool("test", "rules", test_file)
+    assert res.returncode != 0
+    assert "healthy with a small steady lag, then idle" in res.stdout + res.stderr
 
 
 def test_dead_letter_alert_is_addressed_to_the_monitor(registry: Registry) -> None:
