@@ -151,6 +151,26 @@ def test_the_fuzzer_reaches_both_outcomes():
     assert found == {"Accepted", "Refused"}
 
 
+LLM_STANDARD = (ROOT / "schemas/examples/llm.usage.completed/valid/standard.json").read_text()
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cost=st.decimals(min_value=-5, max_value=5, places=12, allow_nan=False, allow_infinity=False),
+       spelling=st.sampled_from(["{}", "{:e}", "{:E}", "{:f}"]))
+def test_money_in_any_json_number_spelling(cost, spelling):
+    """cost_usd as producers may write it (0.0038, 3.8e-05, 3.8E-5, 0.003800000000): a number
+    >= 0 is accepted byte for byte, a negative one refused; the spelling never matters."""
+    text = spelling.format(cost)
+    value = LLM_STANDARD.replace('"cost_usd": 0.0038', f'"cost_usd": {text}').encode()
+    assert json.loads(value)["data"]["cost_usd"] == float(cost)
+    out = ROUTER.route_bytes(value)
+    _check_outcome(out, value)
+    if cost >= 0:
+        assert isinstance(out, Accepted) and out.value == value, out
+    else:
+        assert (out.error.error_class, out.error.field) == ("schema.value", "data.cost_usd")
+
+
 @pytest.mark.parametrize("value", [b"\xed\xa0\x80", b'"\\ud800"', b'{"type": "\\ud800"}'])
 def test_surrogates(value):
     _check_outcome(ROUTER.route_bytes(value), value)
