@@ -34,8 +34,6 @@ from .paths import state_dir
 DEMO = "demo"
 DEMO_RATE_ENV = "HANZO_STREAM_DEMO_RATE"  # events/s over all services; default 20
 JOB_LOG_LINES = 15  # of a job that died, shown by `up`
-
-
 JOB_SETTLE_S = 30.0  # how long `up` watches a started job for its first progress
 
 
@@ -215,9 +213,10 @@ def job_died(ctx: Context, name: str) -> str | None:
     while True:
         st = process.status(name, ctx.home)
         if not st["running"]:
+            code = st.get("exit_code")
+            how = f"exited (code {code})" if code is not None else "was killed (no exit code)"
             tail = "\n".join(f"    {line}" for line in process.log_tail(name, ctx.home, JOB_LOG_LINES))
-            return f"exited (code {st.get('exit_code')}) right after it started; last lines of " \
-                   f"{st['log']}:\n{tail}"
+            return f"{how} right after it started; last lines of {st['log']}:\n{tail}"
         if _progress_at(ctx, name) > since or time.monotonic() >= deadline:
             return None
         time.sleep(0.5)
