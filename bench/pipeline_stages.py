@@ -57,13 +57,16 @@ def main() -> None:
     args = ap.parse_args()
 
     import analytics_ingest as ai
-    import jobkit
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from hanzo_stream.jobs import events
     from hanzo_stream.jobs.clickhouse import ChdbSink
+    from hanzo_stream.jobs.contract import compile_contract
     from hanzo_stream.jobs.spark import connector_jars
+    from hanzo_stream.registry import load_registry
+    from hanzo_stream.schemas.store import load_schemas
 
     home = Path(tempfile.mkdtemp(prefix="hs-stages-"))
     creds = credentials.load_or_create(home / "credentials.json", [])
@@ -83,12 +86,12 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         src = (spark.read.format("kafka").options(**{f"kafka.{k}": v for k, v in conn.java().items()})
                .option("subscribe", EVENTS).option("startingOffsets", "earliest").load())
-        c = ai.contract()
+        c = compile_contract(load_schemas(ROOT / "schemas"), load_registry(ROOT / "topics.yaml"), EVENTS)
         cached = src.localCheckpoint(eager=True)  # a copy in memory; `src` itself stays uncached
         sink = ChdbSink(home / "chdb")
 
         def rows(df):
-            return ai._rows(jobkit.validate(jobkit.parse(df, c), c))
+            return ai._rows(events.checked(df, c))
 
         def arrow(df) -> int:
             return sum(b.num_rows for b in rows(df)._collect_as_arrow())

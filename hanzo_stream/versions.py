@@ -15,3 +15,14 @@ JMX_EXPORTER_VERSION = "1.0.1"
 
 # Workflow linter run by the test suite over .github/workflows (go install, .ci/install-lint.sh).
 ACTIONLINT_VERSION = "1.7.12"
+
+# PySpark and its Kafka connector (spark-sql-kafka-0-10_2.13) must be the same release;
+# pyproject.toml pins the same pyspark (a unit test checks).
+SPARK_VERSION = "4.2.0"
+SPARK_SCALA = "2.13"  # Spark 4 is built for Scala 2.13 only
+# What spark-sql-kafka 4.2.0 is built against (its POM), fetched and baked next to it.
+SPARK_KAFKA_CLIENTS = "3.9.2"
+SPARK_COMMONS_POOL2 = "2.13.1"
+# s3a: hadoop-aws must match PySpark's bundled Hadoop; the SDK v2 bundle hadoop-aws was built with.
+SPARK_HADOOP = "3.5.0"
+SPARK_AWS_SDK = "2.35.4"

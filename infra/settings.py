@@ -91,7 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Kubeflow Spark operator)"),
     Setting("sparkImage", "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0", "PySpark image with "
             "spark/ and the Kafka connector jars (see docs/images.md)"),
-    Setting("sparkVersion", "3.5.7", "Spark version of sparkImage"),
+    Setting("sparkVersion", versions.SPARK_VERSION, "Spark version of sparkImage"),
     Setting("sparkServiceAccount", "spark", "service account of the Spark drivers"),
     Setting("checkpointBase", "s3a://hanzo-stream/checkpoints", "checkpoints live at "
             "<checkpointBase>/<job>"),

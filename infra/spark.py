@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from hanzo_stream import versions as v
 from hanzo_stream.registry import Registry
 
 from .reconciler import connection_env
@@ -35,20 +36,16 @@ SERVICE_LABELS = {"app.kubernetes.io/component": "spark", "app.kubernetes.io/par
 S3_SECRET = "hanzo-stream-s3"
 CLICKHOUSE_SECRET = "hanzo-stream-clickhouse"
 
-# Spark 3.5's Kafka connector and what it needs at run time, plus s3a for checkpoints and
-# the archive (Spark 3.5 is built against Hadoop 3.3.4). Baked into the image: images.md.
-KAFKA_CLIENTS, COMMONS_POOL2 = "3.4.1", "2.11.1"
-HADOOP_AWS, AWS_SDK_BUNDLE = "3.3.4", "1.12.262"
-
-
-def connector_jars(spark_version: str, scala: str = "2.12") -> list[str]:
+def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SCALA) -> list[str]:
+    """Spark's Kafka connector and what it needs at run time, plus s3a for checkpoints and
+    the archive; the versions are hanzo_stream/versions.py's. Baked into the image: images.md."""
     return [
         f"spark-sql-kafka-0-10_{scala}-{spark_version}.jar",
         f"spark-token-provider-kafka-0-10_{scala}-{spark_version}.jar",
-        f"kafka-clients-{KAFKA_CLIENTS}.jar",
-        f"commons-pool2-{COMMONS_POOL2}.jar",
-        f"hadoop-aws-{HADOOP_AWS}.jar",
-        f"aws-java-sdk-bundle-{AWS_SDK_BUNDLE}.jar",
+        f"kafka-clients-{v.SPARK_KAFKA_CLIENTS}.jar",
+        f"commons-pool2-{v.SPARK_COMMONS_POOL2}.jar",
+        f"hadoop-aws-{v.SPARK_HADOOP}.jar",
+        f"bundle-{v.SPARK_AWS_SDK}.jar",
     ]
 
 

@@ -7,8 +7,7 @@ commits the batch only after both succeed; a replay is absorbed by the token (an
 ReplacingMergeTree key for producer retries). See hanzo_stream/jobs/clickhouse.py.
 
 Local: hanzo-stream jobs run analytics-ingest [--once]
-Cluster: spark-submit --jars <connector jars> --py-files hanzo_stream.zip,spark/jobkit.py \
-         spark/analytics_ingest.py
+Cluster: spark-submit --jars <connector jars> --py-files hanzo_stream.zip spark/analytics_ingest.py
 """
 
 from __future__ import annotations
@@ -16,36 +15,13 @@ from __future__ import annotations
 import os
 import time
 
-import jobkit
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from hanzo_stream.jobs.clickhouse import insert_token, open_sink
+from hanzo_stream.jobs import events
+from hanzo_stream.jobs.clickhouse import EVENTS_COLUMNS, insert_token, open_sink
 from hanzo_stream.jobs.runner import JobContext
 
-EVENT = "insights.event.captured"
-DATA = T.StructType([
-    T.StructField("event", jobkit.S), T.StructField("distinct_id", jobkit.S),
-    T.StructField("properties", jobkit.S),  # an object, kept as its JSON text
-    T.StructField("session_id", jobkit.S), T.StructField("url", jobkit.S),
-])
-
-
-def contract() -> jobkit.EventContract:
-    """Built when the job starts: Column expressions need a live SparkContext."""
-    return jobkit.EventContract(
-        event_types=(EVENT,), data=DATA, required_envelope=("team_id",),
-        data_checks=(
-            *jobkit.required_strings(["event", "distinct_id"], EVENT),
-            # Spark hands an object back as its JSON text; anything else is not an object.
-            jobkit.Check(F.col("e.data.properties").isNotNull()
-                         & ~F.col("e.data.properties").startswith("{"), "schema.type",
-                         "`data.properties` must be a JSON object of event properties"),
-        ),
-    )
-
-EVENT_COLUMNS = ["id", "team_id", "org_id", "event", "distinct_id", "timestamp", "properties",
-                 "session_id", "url", "source", "_partition", "_offset", "_kafka_timestamp"]
+EVENT_COLUMNS = [n for n, _ in EVENTS_COLUMNS]
 
 
 def _rows(checked):
@@ -59,7 +35,8 @@ def _rows(checked):
         F.col("e.org_id").alias("org_id"), F.col("e.data.event").alias("event"),
         F.col("e.data.distinct_id").alias("distinct_id"), F.col("event_time").alias("timestamp"),
         F.coalesce(F.col("e.data.properties"), F.lit("{}")).alias("properties"),
-        F.col("e.data.session_id").alias("session_id"), F.col("e.data.url").alias("url"),
+        F.col("e.data.session_id").alias("session_id"), F.col("e.data.ip").alias("ip"),
+        F.try_to_timestamp(F.col("e.data.sent_at"), F.lit(events.TS_FORMAT)).alias("sent_at"),
         F.col("e.source").alias("source"))
     raw = F.struct(F.col("key").alias("key"), F.col("value").alias("value"))
     return checked.select(
@@ -80,8 +57,8 @@ def build(ctx: JobContext) -> list:
                      ctx.spec.resolve(sink_spec.get("chdb_path", f"jobs/{ctx.spec.name}/chdb")),
                      sink_spec.get("table", "events"))
     ctx.on_close(sink.close)
-    c = contract()
-    rows = _rows(jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), c), c))
+    c = events.contract(ctx, topic)
+    rows = _rows(events.checked(events.kafka_stream(ctx, topic), c))
 
     def batch(df, batch_id: int) -> None:
         t0 = time.time()
@@ -98,8 +75,8 @@ def build(ctx: JobContext) -> list:
             ctx.report(clickhouse_rows=sink.count())
         t2 = time.time()
         if invalid.num_rows:
-            failed_at = jobkit.batch_time(ctx, "ingest", batch_id)
-            ctx.kafka_out.dead_letter(jobkit.rejected(invalid.to_pylist(), c.schema_id,
+            failed_at = events.batch_time(ctx, "ingest", batch_id)
+            ctx.kafka_out.dead_letter(events.rejected(invalid.to_pylist(), c.schema_id,
                                                       "_partition", "_offset"),
                                       ctx.stage, failed_at)
             ctx.kafka_out.flush_or_raise()

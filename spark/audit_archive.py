@@ -12,54 +12,36 @@ The group's committed offset of a partition is the smaller of the two queries' p
 
 from __future__ import annotations
 
-import jobkit
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+from hanzo_stream.jobs import events
 from hanzo_stream.jobs.archive import archive_path
 from hanzo_stream.jobs.runner import JobContext
-
-OPTIONAL = ("ip", "user_agent", "reason", "target", "method")
-DATA = T.StructType([
-    T.StructField("actor_id", jobkit.S), T.StructField("actor_type", jobkit.S),
-    T.StructField("outcome", jobkit.S), *(T.StructField(n, jobkit.S) for n in OPTIONAL),
-])
-
-
-def contract(event_types: tuple[str, ...]) -> jobkit.EventContract:
-    """Event types come from the registry's audit_log topic; the data schema is shared."""
-    return jobkit.EventContract(
-        event_types=event_types, data=DATA, required_envelope=("org_id",),
-        data_checks=(
-            *jobkit.required_strings(["actor_id"], "an IAM audit event"),
-            *jobkit.one_of("actor_type", ["user", "service", "agent"]),
-            *jobkit.one_of("outcome", ["success", "failure", "denied"]),
-        ))
 
 
 def build(ctx: JobContext) -> list:
     (topic,) = ctx.spec.topics
-    c = contract(ctx.registry.topic(topic).event_types)
-    checked = jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), c), c)
+    c = events.contract(ctx, topic)
+    checked = events.checked(events.kafka_stream(ctx, topic), c)
     ok = F.col("error_class").isNull()
-    events = checked.where(ok).select(
+    data_fields = [f.name for f in c.struct()["data"].dataType.fields]  # every field of schemas/
+    archived = checked.where(ok).select(
         F.col("e.id").alias("id"), F.col("e.type").alias("type"), F.col("e.source").alias("source"),
         F.col("event_time").alias("timestamp"), F.col("e.team_id").alias("team_id"),
-        F.col("e.data.actor_id").alias("actor_id"), F.col("e.data.actor_type").alias("actor_type"),
-        F.col("e.data.outcome").alias("outcome"), *(F.col(f"e.data.{n}").alias(n) for n in OPTIONAL),
+        *(F.col(f"e.data.{n}").alias(n) for n in data_fields),
         F.col("value").cast("string").alias("raw"),  # the event as received, for forensics
         F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
         F.col("e.org_id").alias("org_id"), F.to_date("event_time").alias("date"))
-    archive = ctx.start(events.writeStream.format("parquet").option("path", archive_path(ctx.spec))
+    archive = ctx.start(archived.writeStream.format("parquet").option("path", archive_path(ctx.spec))
                         .partitionBy("org_id", "date").outputMode("append"), "archive")
 
-    bad = checked.where(~ok).select(*jobkit.REJECT_COLUMNS)
+    bad = checked.where(~ok).select(*events.REJECT_COLUMNS)
 
     def dead_letter(df, batch_id: int) -> None:
         rows = df.collect()
         if rows:
-            ctx.kafka_out.dead_letter(jobkit.rejected(rows, c.schema_id), ctx.stage,
-                                      jobkit.batch_time(ctx, "dead-letter", batch_id))
+            ctx.kafka_out.dead_letter(events.rejected(rows, c.schema_id), ctx.stage,
+                                      events.batch_time(ctx, "dead-letter", batch_id))
             ctx.kafka_out.flush_or_raise()
 
     rejects = ctx.start(bad.writeStream.foreachBatch(dead_letter), "dead-letter")

@@ -3,8 +3,9 @@
 Exactness, piece by piece:
 - Windows are event-time hours, aggregated with Spark's state store under a watermark of
   `watermark` (spec) behind the newest event time seen. Append mode: a window is emitted
-  once, when the watermark passes its end, with final totals (integers only: tokens and
-  cost in micro-dollars, never a float).
+  once, when the watermark passes its end, with final totals. Money is never a float:
+  cost_usd is read from its JSON decimal text into DECIMAL(38,12) (half-up past 12 places)
+  and summed exactly; cost_micros is that exact total rounded half-up to micro-dollars.
 - A retried event (same envelope id) is counted once: dropDuplicatesWithinWatermark(id).
 - Every emission of a window has the same key (org_id, the registry key), billing_id and
   envelope id (hanzo_stream/jobs/billing_ids.py), so Spark's at-least-once replay of a batch
@@ -20,34 +21,15 @@ Exactness, piece by piece:
 
 from __future__ import annotations
 
-import jobkit
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+from hanzo_stream.jobs import events
 from hanzo_stream.jobs.offsets import read_offset_log
 from hanzo_stream.jobs.runner import JobContext
+from hanzo_stream.schemas.store import ENVELOPE
 
-EVENT = "llm.usage.completed"
 OUT_TYPE = "billing.usage.hourly"
-COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cost_micros")
-DATA = T.StructType([
-    T.StructField("request_id", jobkit.S), T.StructField("model", jobkit.S),
-    T.StructField("provider", jobkit.S),
-    *(T.StructField(n, jobkit.L) for n in COUNTS),
-    T.StructField("latency_ms", jobkit.L),
-])
-
-
-def contract() -> jobkit.EventContract:
-    """Built when the job starts: Column expressions need a live SparkContext."""
-    return jobkit.EventContract(
-        event_types=(EVENT,), data=DATA, required_envelope=("team_id", "org_id"),
-        data_checks=(
-            *jobkit.required_strings(["request_id", "model", "provider"], EVENT),
-            *jobkit.non_negative_ints(COUNTS, EVENT),
-            *jobkit.non_negative_ints(["latency_ms"], EVENT, required=False),
-        ),
-    )
+COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 QUERY = "aggregate"
 LATE = "event.late"
@@ -66,12 +48,14 @@ def _uuid7(ms, hex_id):
 def billing_records(windows, source: str):
     """Aggregated windows -> (key, value) of billing.usage.hourly envelopes, built in the JVM."""
     ws, we = F.col("window.start"), F.col("window.end")
-    ws_iso, we_iso = jobkit.iso(ws), jobkit.iso(we)
+    ws_iso, we_iso = events.iso(ws), events.iso(we)
     bid = F.sha2(F.concat_ws("|", "team_id", "org_id", ws_iso), 256)
+    micros = (F.round("cost_usd", 6) * 1_000_000).cast("long")  # half-up on a decimal
     data = F.struct(bid.alias("billing_id"), "team_id", "org_id", ws_iso.alias("window_start"),
-                    we_iso.alias("window_end"), *COUNTS, "request_count")
+                    we_iso.alias("window_end"), *COUNTS, "cost_usd", micros.alias("cost_micros"),
+                    "request_count")
     envelope = F.struct(
-        F.lit(jobkit.ENVELOPE).alias("schema"),
+        F.lit(ENVELOPE).alias("schema"),
         _uuid7(F.unix_millis(we), bid).alias("id"), F.lit(OUT_TYPE).alias("type"),
         F.lit(source).alias("source"), we_iso.alias("timestamp"), "team_id", "org_id",
         data.alias("data"))
@@ -85,17 +69,18 @@ def build(ctx: JobContext) -> list:
         raise ValueError(f"{spec.source_file}: billing-agg needs `window` and `watermark`")
     (topic,) = spec.topics
     out_topic = spec.sink("billing_events").get("topic")
-    c = contract()
-    checked = jobkit.validate(jobkit.parse(jobkit.kafka_stream(ctx, topic), c), c)
+    c = events.contract(ctx, topic)
+    checked = events.checked(events.kafka_stream(ctx, topic), c)
     ok = F.col("error_class").isNull()
     usage = checked.where(ok).select(
         F.col("e.id").alias("id"), F.col("e.team_id").alias("team_id"),
         F.col("e.org_id").alias("org_id"), "event_time",
-        *(F.col(f"e.data.{n}").alias(n) for n in COUNTS))
+        *(F.col(f"e.data.{n}").alias(n) for n in (*COUNTS, "cost_usd")))
     windows = (usage.withWatermark("event_time", f"{spec.watermark_seconds} seconds")
                .dropDuplicatesWithinWatermark(["id"])
                .groupBy(F.window("event_time", f"{spec.window_seconds} seconds"), "team_id", "org_id")
-               .agg(*(F.sum(n).alias(n) for n in COUNTS), F.count(F.lit(1)).alias("request_count")))
+               .agg(*(F.sum(n).alias(n) for n in (*COUNTS, "cost_usd")),
+                    F.count(F.lit(1)).alias("request_count")))
     rows = checked.select(F.lit("row").alias("kind"), "key", "value", "topic", "partition",
                           "offset", "event_time", "error_class", "error_message")
     both = billing_records(windows, f"hanzo-stream/{spec.name}").unionByName(
@@ -107,8 +92,8 @@ def build(ctx: JobContext) -> list:
         late_ms = prev.watermark_ms if prev else 0
         late = (F.col("kind") == "row") & F.col("error_class").isNull() & (
             F.col("event_time") <= F.timestamp_millis(F.lit(late_ms)))
-        late_msg = F.concat(F.lit("event time "), jobkit.iso(F.col("event_time")), F.lit(
-            f" is at or before the watermark {jobkit.iso_ms(late_ms)}: its hour was billed or is "
+        late_msg = F.concat(F.lit("event time "), events.iso(F.col("event_time")), F.lit(
+            f" is at or before the watermark {events.iso_ms(late_ms)}: its hour was billed or is "
             "closing; bill it through an adjustment"))
         out = (df.where((F.col("kind") == "window") | F.col("error_class").isNotNull() | late)
                .select("kind", "key", "value", "topic", "partition", "offset",
@@ -120,8 +105,8 @@ def build(ctx: JobContext) -> list:
         for r in billed:
             ctx.kafka_out.send(out_topic, bytes(r["key"]), bytes(r["value"]))
         if bad:
-            ctx.kafka_out.dead_letter(jobkit.rejected(bad, c.schema_id), ctx.stage,
-                                      jobkit.batch_time(ctx, QUERY, batch_id))
+            ctx.kafka_out.dead_letter(events.rejected(bad, c.schema_id), ctx.stage,
+                                      events.batch_time(ctx, QUERY, batch_id))
         ctx.kafka_out.flush_or_raise()
         late_seen[batch_id] = sum(1 for r in bad if r["error_class"] == LATE)
         ctx.metrics.write("batch", batch=batch_id, windows=len(billed), rejected=len(bad),

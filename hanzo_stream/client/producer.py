@@ -18,7 +18,7 @@ from typing import Any
 
 from ..connection import Connection
 from ..registry import Registry, load_registry
-from ..schemas.store import SchemaSet, load
+from ..schemas.store import SchemaSet, load_schemas
 from .dead_letters import record
 from .router import MAX_EVENT_BYTES, Accepted, Refused, Router
 from .validator import Validator
@@ -70,10 +70,6 @@ class Counts:
         return self.received == self.accepted + self.dead_lettered
 
 
-def schemas_dir() -> Path:
-    return Path(os.environ.get("HANZO_STREAM_SCHEMAS", "schemas"))
-
-
 def registry_file() -> Path:
     return Path(os.environ.get("HANZO_STREAM_REGISTRY", "topics.yaml"))
 
@@ -97,7 +93,7 @@ class EventProducer:
         stage = stage or conn.username or "unknown"
         producer = make_producer(conn, client_id or stage, **overrides)
         return cls(producer, registry or load_registry(registry_file()),
-                   schemas or load(schemas_dir()), stage)
+                   schemas or load_schemas(Path("schemas")), stage)
 
     def _on_delivery(self, err, msg) -> None:
         if err is None:

@@ -23,6 +23,9 @@ from .keying import key_for
 from .validator import Invalid, Validator
 
 MAX_EVENT_BYTES = 256 * 1024  # an event, not a blob: keeps dead_letter able to hold it whole
+# Deeper JSON is malformed. The JVM's parser (Jackson) stops at 1000 levels and the jobs wrap
+# each value once more (hanzo_stream/jobs/contract.py), so both sides agree on this limit.
+MAX_JSON_DEPTH = 998
 UNKNOWN_TOPIC = "unknown"  # dead_letter key and source topic when an event maps to no topic
 
 
@@ -51,6 +54,18 @@ def _utf8_error(value: bytes, e: UnicodeDecodeError) -> Invalid:
                    "encode the event JSON as UTF-8")
 
 
+def depth(value: Any) -> int:
+    """How deeply lists and objects nest (a scalar is 0); iterative, so any depth is safe."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if children is not None:
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in children)
+    return deepest
+
+
 class Router:
     """Maps records to topics with the registry and the validator; never raises on input."""
 
@@ -76,6 +91,8 @@ class Router:
             return Refused(src, value, key, self._too_large(value))
         try:
             event = orjson.loads(value)
+            if value.count(b"[") + value.count(b"{") > MAX_JSON_DEPTH and depth(event) > MAX_JSON_DEPTH:
+                raise orjson.JSONDecodeError(f"nesting deeper than {MAX_JSON_DEPTH} levels", "", 0)
         except orjson.JSONDecodeError as e:
             try:
                 value.decode("utf-8")

@@ -8,7 +8,9 @@ Python result matches the schemas' meaning in every language:
 - integers: 1.0 is not an integer (jsonschema and fastjsonschema both accept it); counts
   (tokens, milliseconds, units) must be whole JSON numbers. Money (`cost_usd`) is a decimal
   JSON number and any number passes here; the jobs read its decimal text (docs/schemas.md);
-- patterns: `$` is ECMA-262's end of string, so "...Z\n" is not a valid timestamp.
+- patterns: `$` is ECMA-262's end of string, so "...Z\n" is not a valid timestamp;
+- timestamps (any string with the envelope's timestamp pattern) must also be a real date and
+  time: 2025-02-30T... matches the pattern but is refused, as the Spark jobs refuse it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -78,6 +81,33 @@ def integer_paths(schema: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, 
     return out
 
 
+def pattern_paths(schema: Any, pattern: str, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Paths of object members whose pattern is `pattern` (through allOf)."""
+    out: list[tuple[str, ...]] = []
+    if not isinstance(schema, dict):
+        return out
+    if schema.get("pattern") == pattern and prefix:
+        out.append(prefix)
+    for sub in schema.get("allOf", []):
+        out += pattern_paths(sub, pattern, prefix)
+    for name, sub in schema.get("properties", {}).items():
+        out += pattern_paths(sub, pattern, (*prefix, name))
+    return out
+
+
+def timestamp_pattern(schemas: SchemaSet) -> str:
+    """The envelope's timestamp pattern: every field with it is a timestamp."""
+    return schemas.by_id[ENVELOPE_ID]["properties"]["timestamp"]["pattern"]
+
+
+def real_time(text: str) -> bool:
+    try:
+        datetime.strptime(text[:23], "%Y-%m-%dT%H:%M:%S.%f")
+    except ValueError:
+        return False
+    return True
+
+
 def _type_name(v: Any) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
             int: "an integer", float: "a decimal number", type(None): "null"}.get(type(v), type(v).__name__)
@@ -101,6 +131,7 @@ class _Compiled:
     fast: Any
     ints: list[tuple[str, ...]]
     schema: dict
+    times: list[tuple[str, ...]] = field(default_factory=list)
 
     @cached_property
     def detailed(self):
@@ -119,9 +150,15 @@ class Validator:
     def _envelope(self) -> _Compiled:
         return self._compile(ENVELOPE, self.schemas.inline(self.schemas.by_id[ENVELOPE_ID]))
 
+    @cached_property
+    def _timestamp(self) -> tuple[str, str]:
+        p = timestamp_pattern(self.schemas)
+        return p, ecma_patterns({"pattern": p})["pattern"]
+
     def _compile(self, name: str, bundle: dict) -> _Compiled:
         schema = ecma_patterns(bundle)
-        return _Compiled(name, fastjsonschema.compile(schema), integer_paths(schema), schema)
+        return _Compiled(name, fastjsonschema.compile(schema, use_formats=False), integer_paths(schema),
+                         schema, pattern_paths(schema, self._timestamp[1]))
 
     def compiled(self, event_type: str) -> _Compiled | None:
         c = self._compiled.get(event_type)
@@ -153,36 +190,55 @@ class Validator:
         except fastjsonschema.JsonSchemaException:
             return self.explain(c, event, schema)
         for path in c.ints:
-            v: Any = event
-            for p in path:
-                v = v.get(p) if isinstance(v, dict) else None
+            v = _at(event, path)
             if isinstance(v, float):
                 return Invalid("schema.type", _field(path),
                                f"`{_field(path)}` must be a whole JSON number (an integer), got "
                                f"{_show(v)}; send it without a decimal point", schema)
-        return None
+        bad = self._unreal_times(c, event, schema)
+        return min(bad)[1] if bad else None
+
+    def _unreal_times(self, c: _Compiled, event: dict, schema: str) -> list[tuple[tuple, Invalid]]:
+        """Timestamps that match the pattern but name no real time (2025-02-30), ranked."""
+        out = []
+        for path in c.times:
+            v = _at(event, path)
+            pattern = self._timestamp[1]
+            if isinstance(v, str) and v[8:10] > "28" and re.search(pattern, v) and not real_time(v):
+                out.append(((len(path), RANK_OTHER, list(path)), Invalid(
+                    "schema.value", _field(path), f"`{_field(path)}` is not a real date and time, got "
+                    f"{_show(v)}", schema)))
+        return out
 
     def explain(self, c: _Compiled, event: dict, schema: str) -> Invalid:
-        errors = list(c.detailed.iter_errors(event))
-        if not errors:  # the fast and detailed validators disagree: trust neither silently
+        ranked = [(_rank(e), _describe(e, schema)) for e in c.detailed.iter_errors(event)]
+        ranked += self._unreal_times(c, event, schema)
+        if not ranked:  # the fast and detailed validators disagree: trust neither silently
             return Invalid("schema.invalid", "(event)",
                            f"the event does not match {schema or ENVELOPE}; check it against "
                            f"schemas/events/{schema}.json", schema)
-        e = min(errors, key=_rank)
-        return _describe(e, schema)
+        return min(ranked, key=lambda r: r[0])[1]
 
 
 _ARTICLE = {"integer": "an integer", "string": "a string", "object": "an object", "array": "an array",
             "number": "a number", "boolean": "a boolean", "null": "null"}
 _TYPE_HINT = {"integer": " (no quotes, no decimal point)",
               "number": " (a JSON number such as 0.0038, no quotes)"}
-_ORDER = {"type": 0, "required": 1, "const": 2, "additionalProperties": 3, "enum": 4}
+# The order of blame, shared with the Spark jobs (hanzo_stream/jobs/contract.py): shallow
+# problems first (a missing envelope field before a bad data field), then the most basic kind
+# (wrong type before missing field before wrong value); every other keyword ranks RANK_OTHER.
+RANK = {"type": 0, "required": 1, "const": 2, "additionalProperties": 3, "enum": 4}
+RANK_OTHER = 9
+
+
+def _at(event: Any, path: tuple[str, ...]) -> Any:
+    for p in path:
+        event = event.get(p) if isinstance(event, dict) else None
+    return event
 
 
 def _rank(e: jsonschema.ValidationError):
-    # Shallow problems first (a missing envelope field before a bad data field), then the
-    # most basic kind (wrong type before missing field before wrong value).
-    return (len(e.absolute_path), _ORDER.get(e.validator, 9), list(map(str, e.absolute_path)))
+    return (len(e.absolute_path), RANK.get(e.validator, RANK_OTHER), list(map(str, e.absolute_path)))
 
 
 def _describe(e: jsonschema.ValidationError, schema: str) -> Invalid:

@@ -35,7 +35,8 @@ EVENTS_COLUMNS = (
     ("timestamp", "DateTime64(3, 'UTC')"),
     ("properties", "String"),  # the event's properties object as JSON text
     ("session_id", "Nullable(String)"),
-    ("url", "Nullable(String)"),
+    ("ip", "Nullable(String)"),
+    ("sent_at", "Nullable(DateTime64(3, 'UTC'))"),
     ("source", "LowCardinality(String)"),
     ("_partition", "UInt16"),  # Kafka provenance: where the row came from
     ("_offset", "UInt64"),

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Any
 
 from ..connection import Connection
 from ..registry import Registry, load_registry
+from ..schemas.store import SchemaSet, load_schemas
 from .connect import job_connection
 from .kafka_out import KafkaOut
 from .offsets import OffsetCommitter, commit_listener, end_offsets
@@ -60,6 +60,7 @@ class JobContext:
     registry: Registry
     conn: Connection
     once: bool = False
+    schemas: SchemaSet | None = None  # schemas/: the event contracts the job checks
     metrics: Metrics = field(default_factory=lambda: Metrics(None))
     progress_hooks: list[Callable[[dict], None]] = field(default_factory=list)
     _closers: list[Callable[[], None]] = field(default_factory=list)
@@ -117,10 +118,7 @@ class JobContext:
 
 
 def load_job_module(path: Path) -> ModuleType:
-    """Import spark/<job>.py by path; its directory goes on sys.path for the shared module."""
-    folder = str(path.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+    """Import spark/<job>.py by path (shared job code lives in hanzo_stream.jobs)."""
     mod_spec = importlib.util.spec_from_file_location(f"hanzo_stream_job_{path.stem}", path)
     if mod_spec is None or mod_spec.loader is None:
         raise ImportError(f"cannot load job module {path}")
@@ -163,7 +161,8 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
 
     spark = build_session(spec, master)
     committer = OffsetCommitter(spec.name, conn)
-    ctx = JobContext(spark, spec, registry, conn, once, metrics)
+    ctx = JobContext(spark, spec, registry, conn, once, metrics=metrics,
+                     schemas=load_schemas(registry_path.parent / "schemas", env))
     ctx.progress_hooks.append(lambda p: metrics.write("progress", progress=p))
     ctx.progress_hooks.append(lambda p: report_progress(ctx, p))
     spark.streams.addListener(commit_listener(committer, _hooks_view(ctx)))

@@ -18,11 +18,12 @@ from .spec import JobSpec
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SPARK_VERSION = "3.5.7"  # the pinned pyspark; spark-sql-kafka must match it exactly
-SCALA = "2.12"
-KAFKA_CLIENTS = "3.4.1"  # what spark-sql-kafka 3.5.x is built against
-HADOOP = "3.3.4"  # PySpark 3.5's bundled Hadoop; hadoop-aws must match it
-AWS_SDK = "1.12.262"  # the SDK bundle hadoop-aws 3.3.4 was built against
+from ..versions import SPARK_AWS_SDK as AWS_SDK
+from ..versions import SPARK_COMMONS_POOL2 as COMMONS_POOL2
+from ..versions import SPARK_HADOOP as HADOOP
+from ..versions import SPARK_KAFKA_CLIENTS as KAFKA_CLIENTS
+from ..versions import SPARK_SCALA as SCALA
+from ..versions import SPARK_VERSION
 
 DEFAULT_MASTER = "local[2]"
 
@@ -32,7 +33,7 @@ def connector_jars() -> list[Path]:
         f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK_VERSION}",
         f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA}:{SPARK_VERSION}",
         f"org.apache.kafka:kafka-clients:{KAFKA_CLIENTS}",
-        "org.apache.commons:commons-pool2:2.11.1",
+        f"org.apache.commons:commons-pool2:{COMMONS_POOL2}",
     ], transitive=False)
     return sorted(d.glob("*.jar"))
 
@@ -41,7 +42,7 @@ def s3a_jars() -> list[Path]:
     """hadoop-aws and its SDK bundle (~280 MB): fetched only when a job writes s3a:// paths."""
     d = jars.fetch(f"hadoop-aws-{HADOOP}", [
         f"org.apache.hadoop:hadoop-aws:{HADOOP}",
-        f"com.amazonaws:aws-java-sdk-bundle:{AWS_SDK}",
+        f"software.amazon.awssdk:bundle:{AWS_SDK}",
     ], transitive=False)
     return sorted(d.glob("*.jar"))
 
@@ -89,6 +90,9 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # UTC-adjusted INT64 timestamps: non-Spark Parquet readers get real instants, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # A duplicate JSON key keeps its last value, as the client's parser does
+        # (hanzo_stream/jobs/contract.py).
+        "spark.sql.variant.allowDuplicateKeys": "true",
     }
     archive = spec.sinks.get("archive")
     if uses_s3a(spec):

@@ -111,6 +111,14 @@ def load(root: str | Path = "schemas") -> SchemaSet:
     return SchemaSet(root, {rel: read_file(root / rel, rel) for rel in schema_paths(root)})
 
 
+def load_schemas(default: Path, env: dict[str, str] | None = None) -> SchemaSet:
+    """schemas/ for a client or a job: HANZO_STREAM_SCHEMAS wins, else `default`."""
+    import os
+
+    env = os.environ if env is None else env
+    return load(env.get("HANZO_STREAM_SCHEMAS") or default)
+
+
 def from_texts(root: Path, texts: dict[str, str]) -> SchemaSet:
     """A SchemaSet from file contents (e.g. read with `git show`); bad files raise."""
     files = {}

@@ -18,6 +18,8 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,28 @@ def uuid7(ms: int | None = None) -> str:
 
 def iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@cache
+def _router():
+    from hanzo_stream.client.router import Router
+    from hanzo_stream.client.validator import Validator
+    from hanzo_stream.registry import load_registry
+    from hanzo_stream.schemas.store import load
+
+    return Router(load_registry(ROOT / "topics.yaml"), Validator(load(ROOT / "schemas")))
+
+
+def client_says(topic: str, value) -> str | None:
+    """The client library's verdict on the same bytes: the class a job must also give."""
+    raw = value if value is None or isinstance(value, bytes) else json.dumps(value).encode()
+    out = _router().route_bytes(raw, topic=topic)
+    return out.error.error_class if hasattr(out, "error") else None
+
+
+def standard(event_type: str) -> dict:
+    """The Event Streaming Standard's own example, verbatim (schemas/examples/.../standard.json)."""
+    return json.loads((ROOT / "schemas" / "examples" / event_type / "valid" / "standard.json").read_text())
 
 
 def envelope(type_: str, ts: str, data: dict, **extra) -> dict:
@@ -211,7 +235,8 @@ def insights(run: str, i: int, ts: datetime, **data) -> dict:
     body = {"event": "$pageview" if i % 2 else "signup", "distinct_id": f"user-{i}",
             "properties": {"i": i, "plan": "pro", "nested": {"k": [1, 2]}}, **data}
     if i % 4 == 0:
-        body |= {"session_id": f"s-{i}", "url": f"https://hanzo.ai/p/{i}"}
+        body |= {"session_id": f"s-{i}", "ip": "203.0.113.42" if i % 8 else "2001:db8::1",
+                 "sent_at": iso(ts - timedelta(milliseconds=200))}
     return envelope("insights.event.captured", iso(ts), body, team_id=team)
 
 
@@ -222,17 +247,25 @@ def invalid_insights(run: str) -> list[tuple[str, bytes | dict | None, str]]:
     return [
         ("k", b"{not json", "json.malformed"),
         ("k", None, "json.malformed"),  # a tombstone
-        ("k", b"[1, 2, 3]", "json.malformed"),
-        ("k", no_team, "schema.required"),
+        ("k", b"[1, 2, 3]", "schema.type"),
+        ("k", json.dumps(good).encode() + b" trailing", "json.malformed"),
+        ("k", b'{"id": "\xff"}', "utf8.invalid"),
+        ("k", no_team, "key.missing"),
         ("k", {**good, "id": uuid7(), "timestamp": "2031-01-01 09:00:00"}, "schema.value"),
-        ("k", {**good, "id": "not-a-ulid"}, "schema.value"),
+        ("k", {**good, "id": uuid7(), "timestamp": "2031-02-30T09:00:00.000Z"}, "schema.value"),
+        ("k", {**good, "id": "not an id"}, "schema.value"),
         ("k", {**good, "id": uuid7(), "schema": "hanzo.stream.v0"}, "schema.value"),
-        ("k", {**good, "id": uuid7(), "type": "llm.usage.completed"}, "schema.value"),
+        ("k", {**good, "id": uuid7(), "type": "llm.usage.completed"}, "schema.required"),
+        ("k", {**standard("llm.usage.completed"), "team_id": f"{run}-team0"}, "topic.mismatch"),
         ("k", {**good, "id": uuid7(), "data": {"distinct_id": "u"}}, "schema.required"),
         ("k", {**good, "id": uuid7(), "data": {"event": "e", "distinct_id": "u",
                                               "properties": "not an object"}}, "schema.type"),
+        ("k", {**good, "id": uuid7(), "data": {"event": "e", "distinct_id": 7}}, "schema.type"),
+        ("k", {**good, "id": uuid7(), "data": {**good["data"], "url": "https://hanzo.ai"}},
+         "schema.unknown_field"),
+        ("k", {**good, "id": uuid7(), "data": {**good["data"], "ip": "999.1.1.1"}}, "schema.value"),
         ("k", {**good, "id": uuid7(), "data": "not an object"}, "schema.type"),
-        ("k", envelope("insights.event.captured", ts, {"event": "e", "distinct_id": "u"}), "schema.required"),
+        ("k", envelope("insights.event.captured", ts, {"event": "e", "distinct_id": "u"}), "key.missing"),
     ]
 
 
@@ -240,15 +273,20 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
     run = uuid.uuid4().hex[:8]
     t0 = datetime(2031, 1, 1, 9, 58, tzinfo=UTC)
     valid = [insights(run, i, t0 + timedelta(seconds=7 * i)) for i in range(120)]  # crosses 10:00
+    # The standard's example as written, and with the run's team (ids as the standard makes them).
+    valid += [standard("insights.event.captured"),
+              {**standard("insights.event.captured"), "id": f"evt_{run}", "team_id": f"{run}-team1"}]
     retried = valid[:10]  # the producer retried these: same envelope, new offsets
     bad = invalid_insights(run)
+    for _, value, cls in bad:  # the client library gives the same verdict on the same bytes
+        assert client_says("events_plugin_ingestion", value) == cls, (value, cls)
     records = [(v["team_id"], v) for v in valid + retried] + [(k, v) for k, v, _ in bad]
     where = produce(cluster, "insights-capture", "events_plugin_ingestion", records)
 
     run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path)
 
     db = tmp_path / "jobs" / "analytics-ingest" / "chdb"
-    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3)) + ", 'team_abc123'"
     rows = chdb_query(db, f"SELECT * FROM events FINAL WHERE team_id IN ({teams}) ORDER BY id")
     assert len(rows) == len(valid)
     by_id = {v["id"]: v for v in valid}
@@ -260,8 +298,14 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
         assert iso(r["timestamp"].astimezone(UTC)) == v["timestamp"]
         assert json.loads(r["properties"]) == v["data"]["properties"]
         assert r["session_id"] == v["data"].get("session_id")
-        assert r["url"] == v["data"].get("url")
+        assert r["ip"] == v["data"].get("ip")
+        assert (iso(r["sent_at"].astimezone(UTC)) if r["sent_at"] else None) == v["data"].get("sent_at")
         assert (r["_partition"], r["_offset"]) in set(where)
+    std = next(r for r in rows if r["id"] == "evt_01HQ4Y8L9N3O5Q6R7S8T9U0V1X")
+    assert (std["team_id"], std["event"], std["distinct_id"], std["ip"], std["session_id"]) == (
+        "team_abc123", "$pageview", "user_456", "203.0.113.42", "sess_abc123")
+    assert iso(std["sent_at"].astimezone(UTC)) == "2025-01-15T10:30:59.800Z"
+    assert json.loads(std["properties"])["$current_url"] == "https://hanzo.ai/dashboard"
     hours = chdb_query(db, f"SELECT toHour(timestamp) AS h, count() AS n FROM events FINAL "
                            f"WHERE team_id IN ({teams}) GROUP BY h ORDER BY h")
     assert [h["h"] for h in hours] == [9, 10]
@@ -322,11 +366,22 @@ def test_analytics_ingest_survives_a_crash_without_duplicates(cluster, tmp_path)
 
 # ---------------------------------------------------------------- billing-agg
 
+# Amounts whose binary-float sum differs from their decimal sum (0.1 + 0.2 != 0.3 in floats),
+# one with a 7th decimal place (half a micro-dollar) and one in exponent form.
+COSTS = [0.1, 0.2, 0.0038, 1.0000005, 0.000392, 3.8e-05, 0.7]
+
+
 def usage(run: str, team: str, org: str, ts: datetime, n: int) -> dict:
     return envelope("llm.usage.completed", iso(ts), {
         "request_id": f"req-{uuid.uuid4().hex[:6]}", "model": "zen-1", "provider": "hanzo",
         "prompt_tokens": 100 + n, "completion_tokens": 10 * n, "total_tokens": 100 + 11 * n,
-        "cost_micros": 1_234 * n + 7, "latency_ms": 50}, team_id=f"{run}-{team}", org_id=f"{run}-{org}")
+        "cost_usd": COSTS[n % len(COSTS)], "latency_ms": 50, "cache_hit": False, "stream": n % 2 == 0},
+        team_id=f"{run}-{team}", org_id=f"{run}-{org}")
+
+
+def cost(e: dict) -> Decimal:
+    """What the producer meant: the decimal text it wrote, never the float it parses to."""
+    return Decimal(json.dumps(e["data"]["cost_usd"]))
 
 
 def expected_billing(events: list[dict], closed_before: datetime, source: str) -> dict[str, dict]:
@@ -336,11 +391,16 @@ def expected_billing(events: list[dict], closed_before: datetime, source: str) -
         t = datetime.strptime(e["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
         start = t.replace(minute=0, second=0, microsecond=0)
         c = sums[(e["team_id"], e["org_id"], start)]
-        for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_micros"):
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
             c[k] += e["data"][k]
+        c["cost_usd"] += cost(e)
         c["request_count"] += 1
     out = {}
     for (team, org, start), c in sums.items():
+        usd = c.pop("cost_usd")
+        n = c.pop("request_count")
+        c |= {"cost_usd": usd, "cost_micros": int(usd.quantize(Decimal("0.000001"), ROUND_HALF_UP)
+                                                   * 1_000_000), "request_count": n}
         end = start + timedelta(hours=1)
         if end > closed_before:
             continue  # still open: not billed yet
@@ -355,7 +415,7 @@ def expected_billing(events: list[dict], closed_before: datetime, source: str) -
 
 def billing_events(cluster, run: str) -> list[dict]:
     """This run's billing events; other tests share the topic (the ACL test writes `{}`)."""
-    docs = [json.loads(m.value()) for m in read_all(cluster, "billing_events")]
+    docs = [json.loads(m.value(), parse_float=Decimal) for m in read_all(cluster, "billing_events")]
     return [d for d in docs if str(d.get("team_id", "")).startswith(run)]
 
 
@@ -374,15 +434,23 @@ def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cl
           usage(run, "a", "x", at(12, 30), 9)]  # newest: watermark becomes 12:20
     retried1 = [p1[0], p1[4]]  # same envelope twice in one batch: billed once
     bad = [
-        ("k", {**usage(run, "a", "x", at(10, 1), 1), "data": {**p1[0]["data"], "cost_micros": 1.5}},
+        ("k", {**usage(run, "a", "x", at(10, 1), 1), "data": {**p1[0]["data"], "cost_usd": "0.0038"}},
          "schema.type"),
+        ("k", {**usage(run, "a", "x", at(10, 1), 1), "data": {**p1[0]["data"], "cost_micros": 3800}},
+         "schema.unknown_field"),
         ("k", {**usage(run, "a", "x", at(10, 1), 1), "data": {**p1[0]["data"], "prompt_tokens": -1}},
          "schema.value"),
         ("k", {k: v for k, v in usage(run, "a", "x", at(10, 2), 1).items() if k != "org_id"},
          "schema.required"),
-        ("k", {**usage(run, "a", "x", at(10, 3), 1), "type": "insights.event.captured"}, "schema.value"),
+        ("k", {**usage(run, "a", "x", at(10, 3), 1), "type": "insights.event.captured"}, "schema.required"),
         ("k", b'{"schema": "hanzo.stream.v1", "id": ', "json.malformed"),
     ]
+    for _, value, cls in bad:  # the client library gives the same verdict on the same bytes
+        assert client_says("llm_usage", value) == cls, (value, cls)
+    # The standard's own example in its own hour (2025-01-15 10:00), billed by the second run.
+    p1.append(standard("llm.usage.completed") | {"id": f"evt_{run}", "team_id": f"{run}-std",
+                                                 "org_id": f"{run}-org_hanzo"})
+    assert sum(float(e["data"]["cost_usd"]) for e in p1) != float(sum(cost(e) for e in p1))
     records1 = [(e["team_id"], e) for e in p1 + retried1] + [(k, v) for k, v, _ in bad]
     where1 = produce(cluster, "llm-gateway", "llm_usage", records1)
     run_once(cluster, "billing-agg", "billing-aggregator", tmp_path)
@@ -390,7 +458,7 @@ def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cl
     source = "hanzo-stream/billing-agg"
     got1 = billing_events(cluster, run)
     want1 = expected_billing(p1, at(12, 20), source)
-    assert len(want1) == 4  # 10:00 a, b; 11:00 a, c
+    assert len(want1) == 5  # 10:00 a, b; 11:00 a, c; the standard's 2025 hour
     assert {e["data"]["billing_id"]: e for e in got1} == want1
     assert len(got1) == len(want1)
 
@@ -406,7 +474,7 @@ def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cl
 
     got = billing_events(cluster, run)
     want = expected_billing(p1 + on_time, at(13, 35), source)
-    assert len(want) == 6  # + 12:00 a, b; 13:00 c still open
+    assert len(want) == 7  # + 12:00 a, b; 13:00 c still open
     assert {e["data"]["billing_id"]: e for e in got} == want
     assert len(got) == len(want), "a window was billed twice"
 
@@ -432,20 +500,25 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     t0 = datetime(2033, 5, 6, 23, 59, 58, tzinfo=UTC)
     events = []
     for i in range(40):
-        outcome = ["success", "failure", "denied"][i % 3]
-        data = {"actor_id": f"user-{i}", "actor_type": ["user", "service", "agent"][i % 3],
-                "outcome": outcome, "ip": "10.1.2.3", "method": "password"}
+        data = {"user_id": f"user-{i}", "email": f"user{i}@hanzo.ai", "method": "oauth2",
+                "provider": "github", "ip": "203.0.113.42", "application": "app-hanzo",
+                "reason": "bad_password", "target": "role:admin"}
         if i % 5 == 0:
-            data |= {"reason": "bad password", "target": "console", "user_agent": "curl/8"}
+            data["user_agent"] = "Mozilla/5.0..."
         events.append(envelope(types[i % len(types)], iso(t0 + timedelta(milliseconds=100 * i)),
                                data, org_id=f"{run}-org{i % 2}", team_id=f"{run}-team"))
+    events.append(standard("iam.auth.login_success") | {"org_id": f"{run}-org0", "id": f"evt_{run}"})
     bad = [
-        ("k", {**events[0], "id": uuid7(), "data": {**events[0]["data"], "actor_type": "robot"}},
+        ("k", {**events[0], "id": uuid7(), "data": {**events[0]["data"], "email": "nobody"}},
          "schema.value"),
-        ("k", {**events[0], "id": uuid7(), "type": "iam.auth.unknown"}, "schema.value"),
-        ("k", {k: v for k, v in {**events[1], "id": uuid7()}.items() if k != "org_id"}, "schema.required"),
+        ("k", {**events[0], "id": uuid7(), "data": {**events[0]["data"], "actor_id": "u"}},
+         "schema.unknown_field"),
+        ("k", {**events[0], "id": uuid7(), "type": "iam.auth.unknown"}, "event.unknown_type"),
+        ("k", {k: v for k, v in {**events[1], "id": uuid7()}.items() if k != "org_id"}, "key.missing"),
         ("k", b"\x00\x01 not json", "json.malformed"),
     ]
+    for _, value, cls in bad:  # the client library gives the same verdict on the same bytes
+        assert client_says("audit_log", value) == cls, (value, cls)
     where = produce(cluster, "iam-service", "audit_log",
                     [(e["org_id"], e) for e in events] + [(k, v) for k, v, _ in bad])
     run_once(cluster, "audit-archive", "audit-archiver", tmp_path)
@@ -458,13 +531,13 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     assert {r["id"] for r in mine} == set(by_id)
     for r in mine:
         e = by_id[r["id"]]
-        assert (r["type"], r["org_id"], r["actor_id"], r["outcome"]) == (
-            e["type"], e["org_id"], e["data"]["actor_id"], e["data"]["outcome"])
-        assert r["reason"] == e["data"].get("reason")
+        for f in ("user_id", "email", "method", "provider", "ip", "user_agent", "application", "reason"):
+            assert r[f] == e["data"].get(f), f
+        assert (r["type"], r["org_id"]) == (e["type"], e["org_id"])
         assert json.loads(r["raw"]) == e
         assert iso(r["timestamp"]) == e["timestamp"]
         assert r["date"] == e["timestamp"][:10]  # partitioned by the event's UTC date
-    assert {r["date"] for r in mine} == {"2033-05-06", "2033-05-07"}
+    assert {r["date"] for r in mine} == {"2033-05-06", "2033-05-07", "2025-01-15"}
     # A clean run leaves no uncommitted files: the directory and the sink log agree.
     listed = {str(p) for p in path.rglob("*.parquet")}
     assert listed == set(committed_files(str(path)))

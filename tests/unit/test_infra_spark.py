@@ -32,7 +32,7 @@ def test_one_application_per_job_with_image_checkpoint_connector_and_credentials
         assert spec["restartPolicy"]["type"] == "Always"
         assert spec["mainApplicationFile"].startswith("local:///opt/hanzo-stream/spark/")
         jars = spec["deps"]["jars"]
-        assert any("spark-sql-kafka-0-10_2.12-3.5.7.jar" in j for j in jars)
+        assert any("spark-sql-kafka-0-10_2.13-4.2.0.jar" in j for j in jars)
         assert any("kafka-clients-" in j for j in jars)
         assert spec["executor"]["instances"] == g.consumers
         for part in ("driver", "executor"):
@@ -96,5 +96,5 @@ def test_reconciler_reruns_only_when_its_inputs_change():
 
 def test_images_doc_bakes_exactly_the_jars_the_applications_list():
     doc = (ROOT / "docs" / "images.md").read_text()
-    for jar in spark.connector_jars("3.5.7"):
+    for jar in spark.connector_jars():
         assert f"/{jar}" in doc, jar

@@ -232,7 +232,8 @@ def _events(ids: list[str], offset0: int = 0) -> pa.Table:
     return pa.table({
         "id": ids, "team_id": ["t1"] * n, "org_id": [None] * n, "event": ["signup"] * n,
         "distinct_id": [f"u{i}" for i in range(n)], "timestamp": ts, "properties": ['{"a":1}'] * n,
-        "session_id": [None] * n, "url": [None] * n, "source": ["tests"] * n,
+        "session_id": [None] * n, "ip": [None] * n,
+        "sent_at": pa.array([None] * n, pa.timestamp("ms", "UTC")), "source": ["tests"] * n,
         "_partition": pa.array([0] * n, pa.int32()),
         "_offset": pa.array(range(offset0, offset0 + n), pa.int64()), "_kafka_timestamp": ts})
 

@@ -1,0 +1,435 @@
+"""schemas/ compiled into what a Spark job checks, so the client and the jobs share one contract.
+
+The client decides with hanzo_stream/client/router.py; a job decides on the same bytes here,
+in the JVM, with no Python per row. Both must give the same verdict (valid, or the same error
+class; tests/integration/test_contract_parity.py fuzzes that). So this module follows the
+client step by step:
+
+1. no value -> json.malformed; over MAX_EVENT_BYTES -> size.too_large; invalid UTF-8 ->
+   utf8.invalid; not exactly one JSON document -> json.malformed (JSON is parsed into a
+   VARIANT, which keeps each value's JSON type and a number's decimal text);
+2. the event type's JSON Schema, one rule per keyword, in the client's order of blame: the
+   shallowest problem first, then type < required < const < unknown field < enum < the rest
+   (hanzo_stream.client.validator.RANK); a missing or empty topic key is key.missing;
+3. a type with no schema -> event.unknown_type; a type of another topic -> topic.mismatch.
+
+Where JSON parsers differ, the client is made to agree with the JVM (documented in
+docs/schemas.md): duplicate keys keep the last value in both, nesting deeper than
+MAX_JSON_DEPTH is malformed in both, and timestamps must be real calendar dates in both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..client.router import MAX_EVENT_BYTES, MAX_JSON_DEPTH
+from ..client.validator import RANK, RANK_OTHER, timestamp_pattern
+from ..registry import Registry
+from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
+
+MONEY = (38, 12)  # a JSON number is read as DECIMAL(38,12): exact to 1e-12, half-up beyond
+TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
+_INT64_MAX, _UINT64_MAX = 2**63 - 1, 2**64 - 1
+__all__ = ["Contract", "compile_contract", "java_pattern", "MAX_JSON_DEPTH"]
+
+
+def java_pattern(p: str) -> str:
+    """A schema pattern for Java's regex: `$` is ECMA-262's end of input (Java's allows a
+    final line break before it, as Python's does)."""
+    return p[:-1] + "\\z" if p.endswith("$") and not p.endswith("\\$") else p
+
+
+@dataclass(frozen=True)
+class Node:
+    """All the subschemas that apply at one place in an event (allOf parts are walked in place)."""
+
+    path: tuple[str, ...]
+    schemas: tuple[dict[str, Any], ...]
+
+    def keywords(self):
+        """(subschema, keyword, value) in the order jsonschema visits them: allOf in place."""
+        for s in self.schemas:
+            yield from _walk(s)
+
+    def types(self) -> set[str]:
+        out: set[str] = set()
+        for _, kw, t in self.keywords():
+            if kw == "type":
+                out |= {t} if isinstance(t, str) else set(t)
+        return out
+
+    def children(self) -> dict[str, Node]:
+        names: dict[str, list[dict]] = {}
+        for _, kw, props in self.keywords():
+            if kw == "properties":
+                for n, sub in props.items():
+                    names.setdefault(n, []).append(sub)
+        return {n: Node((*self.path, n), tuple(subs)) for n, subs in names.items()}
+
+
+def _walk(schema: dict[str, Any]):
+    for kw, val in schema.items():
+        if kw == "allOf":
+            for part in val:
+                yield from _walk(part)
+        else:
+            yield schema, kw, val
+
+
+
+@dataclass
+class Rule:
+    """One keyword at one place: `failed` is true when a record breaks it."""
+
+    depth: int
+    rank: int
+    path: tuple[str, ...]
+    error_class: str
+    field: str | Any  # the field the client names (text, or a Column for unknown fields)
+    message: Any  # text or Column
+    failed: Any  # Column
+    order: int = 0
+
+    def key(self) -> tuple:
+        return (self.depth, self.rank, self.path, self.order)
+
+
+@dataclass
+class Contract:
+    """What a job on `topic` checks, and the StructType its valid events are read into."""
+
+    topic: str
+    event_types: tuple[str, ...]
+    schemas: SchemaSet
+    registry: Registry
+    key_of: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def schema_id(self) -> str:
+        return self.event_types[0] if len(self.event_types) == 1 else ENVELOPE
+
+    def struct(self):
+        """Envelope + the union of the topic's data fields, as Spark types (valid rows only)."""
+        from pyspark.sql import types as T
+
+        env = Node((), (self.schemas.inline(self.schemas.by_id[ENVELOPE_ID]),))
+        fields = [T.StructField(n, _spark_type(c)) for n, c in env.children().items() if n != "data"]
+        data: dict[str, Any] = {}
+        for t in self.event_types:
+            node = _root(self.schemas, t).children()["data"]
+            for n, c in node.children().items():
+                st = _spark_type(c)
+                if data.setdefault(n, st) != st:
+                    raise ValueError(f"schemas/: data.{n} has different types across {self.event_types}")
+        return T.StructType([*fields, T.StructField("data", T.StructType(
+            [T.StructField(n, st) for n, st in data.items()]))])
+
+
+def compile_contract(schemas: SchemaSet, registry: Registry, topic: str) -> Contract:
+    types = registry.topic(topic).event_types
+    missing = [t for t in types if t not in schemas.events]
+    if missing:
+        raise ValueError(f"topics.yaml: topic {topic} lists {missing} but schemas/events/ has no "
+                         "schema for them; add schemas/events/<type>.json")
+    key_of = {t: tp.key for tp in registry.topics for t in tp.event_types}
+    return Contract(topic, tuple(types), schemas, registry, key_of)
+
+
+def _root(schemas: SchemaSet, event_type: str) -> Node:
+    return Node((), (schemas.bundle(event_type),))
+
+
+def _spark_type(node: Node):
+    from pyspark.sql import types as T
+
+    ts = node.types() - {"null"}
+    if ts == {"integer"}:
+        return T.LongType()
+    if ts == {"number"}:
+        return T.DecimalType(*MONEY)
+    if ts == {"boolean"}:
+        return T.BooleanType()
+    return T.StringType()  # strings, and free-form objects as their JSON text
+
+
+# --- the rules ------------------------------------------------------------------------------
+
+class _Place:
+    """One place in the event, as columns materialized once per row (parents first), so rules
+    stay small column references instead of repeating the path's expression tree."""
+
+    def __init__(self, path: tuple[str, ...], places: dict[tuple[str, ...], _Place]):
+        from pyspark.sql import functions as F
+
+        self.F = F
+        self.path = path
+        self.name = ".".join(path) or "(event)"
+        self.places = places
+        tag = "__".join(path) or "root"
+        self.cols = {k: f"_c_{k}_{tag}" for k in ("v", "map", "kind", "text")}
+        self.v, self.map = F.col(self.cols["v"]), F.col(self.cols["map"])
+        self.kind, self.text = F.col(self.cols["kind"]), F.col(self.cols["text"])
+        self.present = self.v.isNotNull()
+        places.setdefault(path, self)
+
+    def columns(self, parent: _Place | None, root_v=None) -> list:
+        F = self.F
+        v = root_v if parent is None else parent.map.getItem(self.path[-1])
+        return [v.alias(self.cols["v"])], [
+            F.try_variant_get(self.v, "$", "map<string,variant>").alias(self.cols["map"]),
+            F.schema_of_variant(self.v).alias(self.cols["kind"]),
+            F.try_variant_get(self.v, "$", "string").alias(self.cols["text"])]
+
+    def is_type(self, t: str):
+        F, k = self.F, self.kind
+        if t == "object":
+            return self.map.isNotNull()
+        if t == "string":
+            return k == "STRING"
+        if t == "boolean":
+            return k == "BOOLEAN"
+        if t == "null":
+            return F.is_variant_null(self.v)
+        if t == "array":
+            return k.startswith("ARRAY")
+        big = F.try_variant_get(self.v, "$", "decimal(38,0)")
+        if t == "integer":  # what Python's JSON reader makes an int: BIGINT, or 2^63..2^64-1
+            lo, hi = (F.lit(str(n)).cast("decimal(38,0)") for n in (_INT64_MAX + 1, _UINT64_MAX))
+            return (k == "BIGINT") | (k.rlike(r"^DECIMAL\([0-9]+,0\)$") & big.between(lo, hi))
+        if t == "number":
+            return k.isin("BIGINT", "DOUBLE", "FLOAT") | k.startswith("DECIMAL")
+        raise ValueError(f"schemas/: type {t!r} is outside the keyword subset docs/schemas.md allows")
+
+    def child(self, name: str) -> _Place:
+        path = (*self.path, name)
+        return self.places.get(path) or _Place(path, self.places)
+
+
+def _not_in(allowed: list[str]):
+    from pyspark.sql import functions as F
+
+    known = F.array(*map(F.lit, allowed))
+    return lambda k: ~F.array_contains(known, k)
+
+
+def _article(t: str) -> str:
+    return {"integer": "an integer", "object": "an object", "array": "an array"}.get(t, f"a {t}")
+
+
+def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts: str) -> list[Rule]:
+    """Every keyword of `node` as a Rule, children included (JSON Schema semantics: a keyword
+    only applies to values of its own kind, and only when the value is there)."""
+    F = place.F
+    path, name = place.path, place.name
+    what = event_type or ENVELOPE
+    out: list[Rule] = []
+
+    def add(kw: str, cls: str, fld: Any, msg: Any, failed: Any, at: tuple[str, ...] = path) -> None:
+        counter[0] += 1
+        out.append(Rule(len(at), RANK.get(kw, RANK_OTHER), at, cls, fld, msg, failed, counter[0]))
+
+    for s, kw, val in node.keywords():
+        if kw == "type":
+            want = {val} if isinstance(val, str) else set(val)
+            ok = F.lit(False)
+            for t in want:
+                ok = ok | place.is_type(t)
+            hint = " (no quotes, no decimal point)" if want == {"integer"} else ""
+            add(kw, "schema.type", name, f"`{name}` must be {' or '.join(map(_article, sorted(want)))}"
+                f"{hint}", place.present & ~ok)
+        elif kw == "required":
+            for r in val:
+                fld = ".".join((*path, r))
+                add(kw, "schema.required", fld, f"`{fld}` is missing; {what} requires it (see "
+                    f"schemas/events/{what}.json)" if event_type else
+                    f"`{fld}` is missing; every {ENVELOPE} envelope carries it",
+                    place.map.isNotNull() & place.map.getItem(r).isNull())
+        elif kw == "const":
+            if not isinstance(val, str):
+                raise ValueError(f"schemas/: const {val!r} at {name}: only string consts are supported")
+            add(kw, "schema.value", name, f"`{name}` must be \"{val}\"",
+                place.present & ~(place.is_type("string") & (place.text == val)))
+        elif kw == "enum":
+            vals = [v for v in val if isinstance(v, str)]
+            if len(vals) != len(val):
+                raise ValueError(f"schemas/: enum at {name}: only string values are supported")
+            add(kw, "schema.value", name, f"`{name}` must be one of {', '.join(vals)}",
+                place.present & ~(place.is_type("string") & place.text.isin(*vals)))
+        elif kw == "additionalProperties":
+            if val is not False:
+                raise ValueError(f"schemas/: additionalProperties at {name} must be false or absent")
+            allowed = sorted(s.get("properties", {}))
+            keys = F.array_sort(F.filter(F.map_keys(place.map), _not_in(allowed)))
+            first = F.concat(F.lit(f"{name}." if path else ""), F.try_element_at(keys, F.lit(1)))
+            add(kw, "schema.unknown_field", first,
+                F.concat(F.lit("`"), first, F.lit(f"` is not a field here; allowed: {', '.join(allowed)} "
+                                                  "(event fields go inside `data`)")),
+                place.map.isNotNull() & (F.size(keys) > 0))
+        elif kw == "pattern":
+            is_ts = val == ts
+            bad = ~place.text.rlike(java_pattern(val))
+            if is_ts:  # a real calendar date and time, as the client also checks
+                bad = bad | F.try_to_timestamp(place.text, F.lit(TS_FORMAT)).isNull()
+            msg = (f"`{name}` must be ISO 8601 UTC with exactly milliseconds and Z, e.g. "
+                   "2025-01-15T10:30:00.123Z, and a real date" if is_ts else
+                   f"`{name}` has the wrong format (pattern {val})")
+            add(kw, "schema.value", name, msg, place.present & place.is_type("string") & bad)
+        elif kw in ("minLength", "maxLength"):
+            n = F.length(place.text)
+            bad = n < val if kw == "minLength" else n > val
+            word = "at least" if kw == "minLength" else "at most"
+            add(kw, "schema.value", name, f"`{name}` must have {word} {val} character(s)",
+                place.present & place.is_type("string") & bad)
+        elif kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            num = F.try_variant_get(place.v, "$", "double")
+            bad = {"minimum": num < val, "maximum": num > val, "exclusiveMinimum": num <= val,
+                   "exclusiveMaximum": num >= val}[kw]
+            if node.types() == {"integer"}:  # integers compare exactly
+                exact = F.try_variant_get(place.v, "$", "decimal(38,0)")
+                val = F.lit(str(val)).cast("decimal(38,0)")
+                bad = {"minimum": exact < val, "maximum": exact > val, "exclusiveMinimum": exact <= val,
+                       "exclusiveMaximum": exact >= val}[kw]
+            op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[kw]
+            add(kw, "schema.value", name, f"`{name}` must be {op} {s[kw]}",
+                place.present & place.is_type("number") & bad)
+        elif kw in ("properties", "$schema", "$id", "title", "description", "examples",
+                    "deprecated", "default", "$comment"):
+            continue
+        else:
+            raise ValueError(f"schemas/: keyword {kw!r} at {name} has no Spark rule; "
+                             "add one to hanzo_stream/jobs/contract.py or use the documented subset")
+    for n, c in node.children().items():
+        out += rules_for(place.child(n), c, event_type, counter, ts)
+    return out
+
+
+def _key_missing(root: _Place, key: str):
+    """The client's key test (hanzo_stream/client/keying.py): the envelope's field, else data's."""
+    F = root.F
+    data = root.child("data")
+    v = F.when(root.map.getItem(key).isNotNull(), root.map.getItem(key)).otherwise(data.map.getItem(key))
+    empty = (F.schema_of_variant(v) == "STRING") & (F.try_variant_get(v, "$", "string") == "")
+    return v.isNull() | F.is_variant_null(v) | empty
+
+
+@dataclass
+class _Entry:
+    """One outcome in the job's order of blame: the first entry whose `when` holds decides."""
+
+    when: Any
+    error_class: str | None
+    message: Any
+    field: Any = None
+    key: str | None = None
+
+
+def _entries(contract: Contract, root: _Place) -> list[_Entry]:
+    F = root.F
+    ts = timestamp_pattern(contract.schemas)
+    type_text = root.child("type").text
+    known = sorted(t for t in contract.schemas.events if t != DEAD_LETTER_TYPE)
+    out: list[_Entry] = []
+    # This topic's types first (a valid event stops the search early); then every other known
+    # type, checked against its own schema as the client does before saying where it belongs.
+    for t in [*contract.event_types, *(t for t in known if t not in contract.event_types)]:
+        is_t = type_text == t
+        rules = sorted(rules_for(root, _root(contract.schemas, t), t, [0], ts), key=Rule.key)
+        key = contract.key_of.get(t)
+        out += [_Entry(is_t & r.failed, r.error_class, r.message, r.field, key) for r in rules]
+        home = next((tp.name for tp in contract.registry.topics if t in tp.event_types), None)
+        if t in contract.event_types:
+            out.append(_Entry(is_t, None, None))
+        elif home is None:
+            out.append(_Entry(is_t, "event.unknown_type",
+                              f"event type {t} is in schemas/ but no topic in topics.yaml lists it"))
+        else:
+            out.append(_Entry(is_t, "topic.mismatch", f"`type` {t} belongs on topic {home}, not "
+                              f"{contract.topic}; produce it to {home}"))
+    env = Node((), (contract.schemas.inline(contract.schemas.by_id[ENVELOPE_ID]),))
+    out += [_Entry(r.failed, r.error_class, r.message, r.field)
+            for r in sorted(rules_for(root, env, "", [0], ts), key=Rule.key)]
+    out.append(_Entry(F.lit(True), "event.unknown_type", F.concat(
+        F.lit("`type` "), F.coalesce(type_text, F.lit("?")),
+        F.lit(f" has no schema; use one of: {', '.join(known)}"))))
+    return out
+
+
+def classify(contract: Contract, df):
+    """df (with a binary `value`) + `event` (the VARIANT), `error_class`, `error_message`."""
+    from pyspark.sql import functions as F
+
+    raw = F.col("value").cast("string")
+    wrapped = F.try_parse_json(F.concat(F.lit("["), raw, F.lit("]")))
+    places: dict[tuple[str, ...], _Place] = {}
+    root = _Place((), places)
+    df = df.select("*", F.try_variant_get(wrapped, "$[0]", "variant").alias(root.cols["v"]),
+                   F.try_variant_get(wrapped, "$[1]", "variant").isNotNull().alias("_c_more"))
+    # A JSON parser reads one value and may ignore what follows; both wrappers must parse, so
+    # `{...} x`, `{...}}` and `{...}] [` are all malformed, as they are for the client.
+    one_doc = (root.present & ~F.col("_c_more")
+               & (~raw.contains("]")
+                  | F.json_object_keys(F.concat(F.lit('{"x":'), raw, F.lit("}"))).isNotNull()))
+    stripped = F.regexp_replace(raw, r'"(?:[^"\\]|\\.)*"', '""')
+    huge = F.exists(F.regexp_extract_all(stripped, F.lit(r"-?[0-9.]+[eE][+-]?[0-9]+"), F.lit(0)),
+                    lambda n: F.abs(n.try_cast("double")) == float("inf"))
+    entries = [
+        _Entry(F.col("value").isNull(), "json.malformed", "the record has no value (a tombstone); "
+               "produce the event JSON as the value"),
+        _Entry(F.octet_length("value") > MAX_EVENT_BYTES, "size.too_large", F.concat(
+            F.lit("the event is "), F.octet_length("value").cast("string"),
+            F.lit(f" bytes, over the {MAX_EVENT_BYTES}-byte limit; keep events small"))),
+        _Entry(~F.is_valid_utf8("value"), "utf8.invalid", "the value is not valid UTF-8; encode the "
+               "event JSON as UTF-8"),
+        _Entry(~one_doc, "json.malformed", f"the value is not one JSON document (or nests deeper than "
+               f"{MAX_JSON_DEPTH} levels); send one UTF-8 JSON object per record"),
+        _Entry(raw.rlike(r"[eE]\+?[0-9]{3}") & huge, "json.malformed",
+               "a number is too large for a double; send finite numbers"),
+        _Entry(~root.is_type("object"), "schema.type", f"the event must be a JSON object (the {ENVELOPE} "
+               "envelope); send one object per record"),
+        *_entries(contract, root),
+    ]
+    # Materialize every place the rules read, parents first.
+    for depth in range(0, max(len(p) for p in places) + 1):
+        level = [p for path, p in places.items() if len(path) == depth]
+        vs, derived = [], []
+        for p in level:
+            a, b = p.columns(places.get(p.path[:-1]) if p.path else None, F.col(root.cols["v"]))
+            if p.path:
+                vs += a
+            derived += b
+        if vs:
+            df = df.select("*", *vs)
+        df = df.select("*", *derived)
+    idx = F.when(entries[0].when, F.lit(0))  # one flat CASE: the first entry that holds
+    for i, e in enumerate(entries[1:], 1):
+        idx = idx.when(e.when, F.lit(i))
+    df = df.withColumn("_c_idx", idx)
+    at = F.col("_c_idx") + 1
+    cls = F.try_element_at(F.array(*(F.lit(e.error_class).cast("string") for e in entries)), at)
+    static = F.try_element_at(F.array(*(F.lit(e.message if isinstance(e.message, str) else None)
+                                    .cast("string") for e in entries)), at)
+    dynamic = [(i, e.message) for i, e in enumerate(entries)
+               if e.message is not None and not isinstance(e.message, str)]
+    msg = F.when(F.col("_c_idx") == dynamic[0][0], dynamic[0][1])
+    for i, m in dynamic[1:]:
+        msg = msg.when(F.col("_c_idx") == i, m)
+    msg = msg.otherwise(static)
+    for key in sorted({e.key for e in entries if e.key}):
+        missing = _key_missing(root, key)
+        blamed = F.lit(False)
+        for i, e in enumerate(entries):
+            if e.key != key or e.field is None:
+                continue
+            if isinstance(e.field, str):
+                if e.field in (key, f"data.{key}"):
+                    blamed = blamed | (F.col("_c_idx") == i)
+            else:
+                blamed = blamed | ((F.col("_c_idx") == i) & e.field.isin(key, f"data.{key}"))
+        hit = blamed & missing
+        cls = F.when(hit, F.lit("key.missing")).otherwise(cls)
+        msg = F.when(hit, F.lit(f"`{key}` is missing or empty; it is the topic's key (one {key}'s events "
+                                "stay in order on one partition)")).otherwise(msg)
+    keep = [c for c in df.columns if not c.startswith("_c_")]
+    return df.select(*keep, F.col(root.cols["v"]).alias("event"), cls.alias("error_class"),
+                     msg.alias("error_message"))

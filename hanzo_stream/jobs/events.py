@@ -1,0 +1,81 @@
+"""What every job does with its topic: read it, check each record against schemas/, read the
+valid ones into typed columns, and hand the rest to the dead-letter writer.
+
+The checks are compiled from the JSON Schemas (hanzo_stream/jobs/contract.py), so a job and
+the client library refuse exactly the same records, and a schema change reaches both at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from .contract import TS_FORMAT, Contract, classify, compile_contract
+from .kafka_out import Rejected
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from .runner import JobContext
+
+ISO_MS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+REJECT_COLUMNS = ("topic", "partition", "offset", "key", "value", "error_class", "error_message")
+
+
+def contract(ctx: JobContext, topic: str) -> Contract:
+    return compile_contract(ctx.schemas, ctx.registry, topic)
+
+
+def kafka_stream(ctx: JobContext, topic: str) -> DataFrame:
+    """The topic as a stream, read as the job's principal; never with kafka.group.id."""
+    reader = (ctx.spark.readStream.format("kafka").options(**ctx.kafka_options())
+              .option("subscribe", topic)
+              .option("startingOffsets", "earliest")  # a new checkpoint reads everything retained
+              .option("failOnDataLoss", "true")  # retention outran the job: stop, see the runbook
+              .option("groupIdPrefix", f"{ctx.spec.name}-spark"))
+    if ctx.spec.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(ctx.spec.max_offsets_per_trigger))
+    return reader.load()
+
+
+def checked(src: DataFrame, c: Contract) -> DataFrame:
+    """Kafka rows -> provenance columns, `e` (the event, typed; null unless valid),
+    `event_time`, and `error_class`/`error_message` (both null for a valid record)."""
+    from pyspark.sql import functions as F
+
+    rows = src.select("topic", "partition", "offset", "key", "value",
+                      F.col("timestamp").alias("kafka_timestamp"))
+    ok = F.col("error_class").isNull()
+    e = F.when(ok, F.try_variant_get(F.col("event"), "$", c.struct().simpleString()))
+    return (classify(c, rows).select("topic", "partition", "offset", "key", "value", "kafka_timestamp",
+                                     e.alias("e"), "error_class", "error_message")
+            .withColumn("event_time", F.try_to_timestamp(F.col("e.timestamp"), F.lit(TS_FORMAT))))
+
+
+def iso(col: Column) -> Column:
+    """A timestamp as the contract's ISO 8601 UTC string with milliseconds."""
+    from pyspark.sql import functions as F
+
+    return F.date_format(col, ISO_MS)
+
+
+def iso_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def rejected(rows: Iterable, schema_id: str, partition: str = "partition",
+             offset: str = "offset") -> list[Rejected]:
+    """Collected rows with REJECT_COLUMNS -> records for the dead-letter writer."""
+    return [Rejected(r["topic"], int(r[partition]), int(r[offset]),
+                     bytes(r["key"]) if r["key"] is not None else None,
+                     bytes(r["value"]) if r["value"] is not None else None,
+                     r["error_class"], r["error_message"], schema_id) for r in rows]
+
+
+def batch_time(ctx: JobContext, query: str, batch_id: int) -> str:
+    """The batch's own timestamp from the offset log: a replay stamps the same failed-at."""
+    from .offsets import read_offset_log
+
+    entry = read_offset_log(ctx.spark, ctx.spec.checkpoint_for(query), batch_id)
+    return iso_ms(entry.timestamp_ms) if entry else iso_ms(int(datetime.now(UTC).timestamp() * 1000))

@@ -1,0 +1,135 @@
+"""The client library and the Spark jobs give the same verdict on the same bytes.
+
+Both read their contract from schemas/: the client through JSON Schema validators, the jobs
+through the rules hanzo_stream/jobs/contract.py compiles into Spark SQL. Thousands of hostile
+inputs (hypothesis, derandomized so a failure reproduces) go through both, in a real local
+Spark session; every verdict must match: valid, or the same error class.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hanzo_stream.client.router import MAX_JSON_DEPTH, Router
+from hanzo_stream.client.validator import Validator
+from hanzo_stream.jobs.contract import classify, compile_contract
+from hanzo_stream.registry import load_registry
+from hanzo_stream.schemas.store import load
+from tests.unit.test_client_fuzz import VALID, json_values, mutated_events
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = load(ROOT / "schemas")
+REGISTRY = load_registry(ROOT / "topics.yaml")
+ROUTER = Router(REGISTRY, Validator(SCHEMAS))
+JOB_TOPICS = ["events_plugin_ingestion", "llm_usage", "audit_log"]  # the topics jobs read
+BATCH = 1200  # inputs per example; 2 examples per topic
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _texts(event: dict) -> list[bytes]:
+    text = json.dumps(event)
+    ts = event.get("timestamp", "2025-01-15T10:30:00.123Z")
+    return [
+        text.encode(), text.encode() + b" x", text.encode() + b"}", text.encode() + b"] [",
+        text.encode() + b"\n", b"\xef\xbb\xbf" + text.encode(), text.encode()[:-1],
+        text.replace('"schema"', '"schema": "x", "schema"', 1).encode(),  # duplicate key, last wins
+        text.replace(ts, ts[:19] + "Z").encode(), text.replace(ts, ts[:23]).encode(),
+        text.replace(ts, ts[:8] + "31" + ts[10:]).encode(),
+        text.replace(ts, ts[:8] + "30" + ts[10:]).replace("-01-", "-02-").encode(),
+        text.replace('"data": {', '"data": {"x": NaN, ', 1).encode(),
+        text.replace('"data": {', '"data": {"x": 1e400, ', 1).encode(),
+        text.replace('"data": {', '"data": {"x": "\\ud800", ', 1).encode(),
+        text.replace('"data": {', '"data": {"x": ' + "[" * 1001 + "]" * 1001 + ", ", 1).encode(),
+        text.replace('"data": {', '"data": {"x": ' + "[" * 20 + "]" * 20 + ", ", 1).encode(),
+        text.replace('"data": {', '"data": {"x": "' + "a" * 300_000 + '", ', 1).encode(),
+        text.replace('"id": "', '"id": "\\u00e9', 1).encode(),
+        text.replace('"id": "', '"id": 12345678901234567890123, "x": "', 1).encode(),
+    ]
+
+
+hostile = st.one_of(
+    st.binary(max_size=200),
+    st.text(max_size=120).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    mutated_events().map(lambda e: json.dumps(e).encode()),
+    mutated_events().map(lambda e: json.dumps(e, ensure_ascii=False).encode()),
+    st.sampled_from(VALID).flatmap(lambda e: st.sampled_from(_texts(e))),
+    st.integers(-(2**65), 2**65).map(lambda n: json.dumps(
+        {**VALID[0], "data": {**VALID[0]["data"], "prompt_tokens": n}}).encode()),
+    st.none(),
+)
+
+
+def client_verdict(topic: str, value: bytes | None) -> str | None:
+    out = ROUTER.route_bytes(value, topic=topic)
+    return out.error.error_class if hasattr(out, "error") else None
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("contract-parity")
+         .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.variant.allowDuplicateKeys", "true").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+def job_verdicts(spark, topic: str, values: list[bytes | None]) -> list[str | None]:
+    from pyspark.sql import functions as F
+
+    c = compile_contract(SCHEMAS, REGISTRY, topic)
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
+    rows = classify(c, df).select("i", F.col("error_class")).collect()
+    assert len(rows) == len(values)  # count in = valid + dead-lettered: nothing dropped
+    return [r["error_class"] for r in sorted(rows, key=lambda r: r["i"])]
+
+
+def assert_same(spark, topic: str, values: list[bytes | None]) -> None:
+    want = [client_verdict(topic, v) for v in values]
+    got = job_verdicts(spark, topic, values)
+    diff = [(v[:200] if v else v, w, g) for v, w, g in zip(values, want, got, strict=True) if w != g]
+    assert not diff, f"{len(diff)} of {len(values)} verdicts differ (input, client, job): {diff[:5]}"
+    outcomes = set(want)
+    assert None in outcomes and len(outcomes) > 5, outcomes  # the fuzzer reached both sides
+
+
+@pytest.mark.parametrize("topic", JOB_TOPICS)
+def test_every_example_gets_the_same_verdict(spark, topic):
+    values = []
+    for p in sorted((ROOT / "schemas/examples").glob("*/*/*.json")):
+        doc = json.loads(p.read_text())
+        values.append(json.dumps(doc["event"] if p.parts[-2] == "invalid" else doc).encode())
+    values.append(json.dumps(json.loads((ROOT / "schemas/examples" / {
+        "events_plugin_ingestion": "insights.event.captured", "llm_usage": "llm.usage.completed",
+        "audit_log": "iam.auth.login_success"}[topic] / "valid/standard.json").read_text())).encode())
+    assert_same(spark, topic, values)
+    assert client_verdict(topic, values[-1]) is None  # the standard's example is valid here
+
+
+@pytest.mark.parametrize("topic", JOB_TOPICS)
+@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_thousands_of_hostile_inputs_get_the_same_verdict(spark, topic, data):
+    values = [data.draw(hostile) for _ in range(BATCH)]
+    assert_same(spark, topic, values)
+
+
+def test_nesting_limit_is_the_same_on_both_sides(spark):
+    def nested(n: int) -> bytes:
+        e = dict(VALID[0])
+        return json.dumps(e).replace('"data": {', '"data": {"x": ' + "[" * n + "]" * n + ", ", 1).encode()
+
+    values = [nested(n) for n in (MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH - 2, MAX_JSON_DEPTH - 1, 2000)]
+    assert_same_or_report = [client_verdict("llm_usage", v) for v in values]
+    assert job_verdicts(spark, "llm_usage", values) == assert_same_or_report
+    assert "json.malformed" in assert_same_or_report
