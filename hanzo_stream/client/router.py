@@ -24,8 +24,8 @@ from .validator import Invalid, Validator
 
 MAX_EVENT_BYTES = 256 * 1024  # an event, not a blob: keeps dead_letter able to hold it whole
 # Deeper JSON is malformed. The JVM's parser (Jackson) stops at 1000 levels and the jobs wrap
-# each value once more (hanzo_stream/jobs/contract.py), so both sides agree on this limit.
-MAX_JSON_DEPTH = 998
+# each value once more (hanzo_stream/jobs/contract.py): 999 is what both sides accept.
+MAX_JSON_DEPTH = 999
 UNKNOWN_TOPIC = "unknown"  # dead_letter key and source topic when an event maps to no topic
 
 
