@@ -286,8 +286,9 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
     run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path)
 
     db = tmp_path / "jobs" / "analytics-ingest" / "chdb"
-    teams = ", ".join(f"'{run}-team{i}'" for i in range(3)) + ", 'team_abc123'"
-    rows = chdb_query(db, f"SELECT * FROM events FINAL WHERE team_id IN ({teams}) ORDER BY id")
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    mine = f"(team_id IN ({teams}) OR id = 'evt_01HQ4Y8L9N3O5Q6R7S8T9U0V1X')"
+    rows = chdb_query(db, f"SELECT * FROM events FINAL WHERE {mine} ORDER BY id")
     assert len(rows) == len(valid)
     by_id = {v["id"]: v for v in valid}
     assert {r["id"] for r in rows} == set(by_id)
@@ -309,7 +310,7 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
     assert iso(std["sent_at"].astimezone(UTC)) == "2025-01-15T10:30:59.800Z"
     assert json.loads(std["properties"])["$current_url"] == "https://hanzo.ai/dashboard"
     hours = chdb_query(db, f"SELECT toHour(timestamp) AS h, count() AS n FROM events FINAL "
-                           f"WHERE team_id IN ({teams}) GROUP BY h ORDER BY h")
+                           f"WHERE {mine} GROUP BY h ORDER BY h")
     assert [h["h"] for h in hours] == [9, 10]
 
     bad_where = dict(zip(where[len(valid) + len(retried):], bad, strict=True))
