@@ -31,7 +31,7 @@ from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
 MONEY = (38, 12)  # a JSON number is read as DECIMAL(38,12): exact to 1e-12, half-up beyond
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
 _INT64_MAX, _UINT64_MAX = 2**63 - 1, 2**64 - 1
-__all__ = ["Contract", "compile_contract", "java_pattern", "MAX_JSON_DEPTH"]
+__all__ = ["Contract", "classify", "compile_contract", "java_pattern"]
 
 
 def java_pattern(p: str) -> str:
