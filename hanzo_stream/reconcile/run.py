@@ -1,0 +1,40 @@
+"""The one way to reconcile: observe -> plan -> the brokers' validate_only pass -> apply.
+
+The CLI, the local platform, the benchmarks and the test fixtures all call these, so what a
+test proves is what `hanzo-stream apply` does, validate_only pass included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..registry.model import Registry
+from .apply import Progress, Result, execute, validate
+from .observe import observe, observe_sizes
+from .plan import Options, Plan, make_plan, topics_to_grow
+
+
+def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
+    """Read the cluster, diff it against the registry, and let the brokers validate the result.
+
+    Sizes on disk are read only for topics whose replication factor grows (the plan shows the
+    bytes each move copies). A plan the brokers would reject comes back with errors."""
+    state = observe(admin)
+    if grow := topics_to_grow(registry, state):
+        state = observe_sizes(admin, state, grow)
+    p = make_plan(registry, state, opts)
+    if not p.errors:
+        p.errors.extend(validate(admin, p))
+    return p
+
+
+def reconcile(admin: Any, registry: Registry, passwords: Mapping[str, str],
+              opts: Options | None = None, progress: Callable[[Progress], None] | None = None,
+              wait_s: float | None = None) -> tuple[Plan, Result]:
+    """plan, then apply unless refused: for callers with no review step in between."""
+    opts = opts or Options(available_passwords=frozenset(passwords))
+    p = plan(admin, registry, opts)
+    if p.errors:
+        return p, Result()
+    return p, execute(admin, p, passwords, progress, wait_s)
