@@ -69,11 +69,13 @@ class CountingAdmin:
                                         **self._conn.kafka_python())
         return self._kp
 
-    def list_reassignments(self) -> dict[TP, tuple[tuple[int, ...], tuple[int, ...]]]:
-        """Running reassignments: partition -> (replicas being added, replicas being removed)."""
+    def list_reassignments(self) -> dict[TP, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """Running reassignments, as the controller knows them (brokers' metadata may lag):
+        partition -> (its replicas now, those being added, those being removed)."""
         self.calls["list_partition_reassignments"] += 1
         running = self._reassigner().list_partition_reassignments()
-        return {(tp.topic, tp.partition): (tuple(r["adding_replicas"]), tuple(r["removing_replicas"]))
+        return {(tp.topic, tp.partition): (tuple(r["replicas"]), tuple(r["adding_replicas"]),
+                                           tuple(r["removing_replicas"]))
                 for tp, r in running.items()}
 
     def alter_reassignments(self, targets: Mapping[TP, tuple[int, ...]]) -> dict[TP, str | None]:

@@ -120,19 +120,22 @@ def _message(e: Exception) -> str:
 
 def _alter_configs(admin: Any, per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
                    validate_only: bool = False) -> dict[tuple[ResourceType, str], str | None]:
-    """One IncrementalAlterConfigs for many resources; per resource None or the error."""
-    if not per_resource:
-        return {}
-    futures = admin.incremental_alter_configs(
-        [_config(rt, n, cfg) for (rt, n), cfg in per_resource.items()],
-        validate_only=validate_only, request_timeout=TIMEOUT)
+    """One IncrementalAlterConfigs for all topics, one per broker (a broker's own configs can
+    only be sent to it, and librdkafka takes one broker resource per call); per resource None
+    or the error."""
+    resources = [_config(rt, n, cfg) for (rt, n), cfg in per_resource.items()]
+    batches = [[r for r in resources if r.restype != ResourceType.BROKER]]
+    batches += [[r] for r in resources if r.restype == ResourceType.BROKER]
     out: dict[tuple[ResourceType, str], str | None] = {}
-    for res, fut in futures.items():
-        try:
-            fut.result()
-            out[(res.restype, res.name)] = None
-        except Exception as e:  # per resource, reported
-            out[(res.restype, res.name)] = _message(e)
+    for batch in filter(None, batches):
+        futures = admin.incremental_alter_configs(batch, validate_only=validate_only,
+                                                  request_timeout=TIMEOUT)
+        for res, fut in futures.items():
+            try:
+                fut.result()
+                out[(res.restype, res.name)] = None
+            except Exception as e:  # per resource, reported
+                out[(res.restype, res.name)] = _message(e)
     return out
 
 
@@ -286,9 +289,12 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
     answers = _alter_configs(admin, _topic_configs(live))
     drop({n: m for (_, n), m in answers.items()}, "setting the throttle")
 
+    # Resume, never restart: a partition moving already (or done since the plan) is left be.
     running = admin.list_reassignments()
+    md = admin.list_topics(timeout=TIMEOUT)
     start = {(c.topic, m.partition): m.replicas.after for c in live for m in c.moves
-             if (c.topic, m.partition) not in running}
+             if (c.topic, m.partition) not in running and not _in_sync(md, c.topic, m.partition,
+                                                                          m.replicas.after)}
     errors = admin.alter_reassignments(start) if start else {}
     drop({t: f"partition {p}: {e}" for (t, p), e in errors.items() if e}, "starting the reassignment")
     if not live:
@@ -302,11 +308,11 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
         return
     _clear_throttle(admin, {c.topic: list(replication.TOPIC_THROTTLES) for c in live})
     moved = [TopicPartition(c.topic, m.partition) for c in live for m in c.moves]
-    elected = admin.elect_leaders(ElectionType.PREFERRED, moved, request_timeout=TIMEOUT)
     # Per partition "election not needed" is fine, and so is any other error: the
-    # controller's periodic preferred-leader rebalance gets there later anyway.
+    # controller's periodic preferred-leader rebalance gets there later anyway. (No timeout
+    # argument: confluent-kafka 2.16.1's elect_leaders raises SystemError on any keyword.)
     with contextlib.suppress(Exception):
-        elected.result()
+        admin.elect_leaders(ElectionType.PREFERRED, moved).result()
     answers = _alter_configs(admin, {(ResourceType.TOPIC, c.topic):
                                      {MIN_ISR: str(c.min_insync_replicas.after)} for c in live})
     _record(result, live, lambda c: answers[(ResourceType.TOPIC, c.topic)] and

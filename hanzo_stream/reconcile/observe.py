@@ -3,8 +3,9 @@
 One metadata call for every topic, one DescribeConfigs for all of them, one DescribeAcls
 with a match-anything filter, one DescribeUserScramCredentials: a plan costs four round
 trips whether the cluster has ten topics or ten thousand. Only when a partition has replicas
-out of sync (the mark of a running reassignment) is ListPartitionReassignments asked too, and
-only the topics a plan would move have their sizes read (observe_sizes).
+out of sync, or a topic carries the reconciler's throttle (the marks of a running move), is
+ListPartitionReassignments asked too, and
+only for the topics a plan would move are sizes read (observe_moves).
 """
 
 from __future__ import annotations
@@ -104,20 +105,16 @@ def observe(admin: CountingAdmin | Any) -> ClusterState:
                           if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG),
             )
     parts = {n: [md.topics[n].partitions[p] for p in sorted(md.topics[n].partitions)] for n in names}
-    out_of_sync = any(len(p.isrs) < len(p.replicas) for ps in parts.values() for p in ps)
-    moving: dict[str, dict[int, Any]] = {}
-    if out_of_sync:
-        running = (admin if isinstance(admin, CountingAdmin) else CountingAdmin(admin)).list_reassignments()
-        for (t, p), change in running.items():
-            moving.setdefault(t, {})[p] = change
     topics = {}
     for n in names:
         cfg, dyn = configs.get(n, ({}, frozenset()))
-        t = TopicState(n, len(parts[n]), 0, cfg, dyn,
-                       replicas=tuple(tuple(p.replicas) for p in parts[n]),
-                       isr=tuple(tuple(p.isrs) for p in parts[n]), moving=moving.get(n, {}))
-        rf = min((len(t.settled(p)) for p in range(t.partitions)), default=0)
-        topics[n] = replace(t, replication_factor=rf)
+        topics[n] = _settle(TopicState(n, len(parts[n]), 0, cfg, dyn,
+                                       replicas=tuple(tuple(p.replicas) for p in parts[n]),
+                                       isr=tuple(tuple(p.isrs) for p in parts[n])))
+    # The marks of a running move: replicas out of sync, or our throttle on a topic.
+    if any(len(i) < len(r) for t in topics.values() for r, i in zip(t.replicas, t.isr, strict=True)) or \
+            any(set(TOPIC_THROTTLES) & t.dynamic for t in topics.values()):
+        topics = with_moves(topics, _counting(admin).list_reassignments())
 
     bindings = admin.describe_acls(ANY_ACL, request_timeout=TIMEOUT).result()
     acls = frozenset(
@@ -131,10 +128,34 @@ def observe(admin: CountingAdmin | Any) -> ClusterState:
     return ClusterState(topics, acls, users, tuple(sorted(md.brokers)))
 
 
-def observe_sizes(admin: CountingAdmin, state: ClusterState, topics: set[str]) -> ClusterState:
-    """The state with each named topic's partition sizes (its largest replica, in bytes)."""
+def _counting(admin: Any) -> CountingAdmin:
+    return admin if isinstance(admin, CountingAdmin) else CountingAdmin(admin)
+
+
+def _settle(t: TopicState) -> TopicState:
+    return replace(t, replication_factor=min((len(t.settled(p)) for p in range(t.partitions)),
+                                             default=0))
+
+
+def with_moves(topics: dict[str, TopicState],
+               running: dict[tuple[str, int], tuple[tuple[int, ...], ...]]) -> dict[str, TopicState]:
+    """Topics with the controller's running reassignments: its replica lists win over the
+    brokers' metadata, which may not show a move that just started."""
+    out = dict(topics)
+    for (n, p), (replicas, adding, removing) in sorted(running.items()):
+        if n in out and p < out[n].partitions:
+            t = out[n]
+            reps = t.replicas[:p] + (replicas,) + t.replicas[p + 1:]
+            out[n] = replace(t, replicas=reps, moving=t.moving | {p: (adding, removing)})
+    moved = {n for n, _ in running}
+    return {n: _settle(t) if n in moved else t for n, t in out.items()}
+
+
+def observe_moves(admin: CountingAdmin, state: ClusterState, topics: set[str]) -> ClusterState:
+    """What a plan that moves `topics` needs beyond observe(): their partition sizes (largest
+    replica, bytes) and, straight from the controller, the reassignments already running."""
+    out = with_moves(state.topics, admin.list_reassignments())
     sizes = admin.log_dir_sizes(topics)
-    out = dict(state.topics)
     for n in topics & set(out):
         per_p: dict[int, int] = {}
         for (t, p, _), size in sizes.items():

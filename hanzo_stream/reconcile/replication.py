@@ -35,41 +35,72 @@ def place(brokers: Sequence[int], assignments: Mapping[TP, tuple[int, ...]],
     """New replica lists for every partition of a topic in `targets` holding fewer replicas.
 
     `assignments` is every partition of the cluster (its replicas, preferred leader first), so
-    the counts below see the whole cluster. Existing replicas stay; each new one goes to the
-    broker holding the fewest replicas (then leading the fewest partitions, then the lowest
-    id); the preferred leader becomes the replica leading the fewest partitions, keeping the
-    current one on a tie, so leadership spreads over the new brokers after the move. Partitions
-    are handled in (topic, partition) order: the same input always gives the same plan.
+    the counts see the whole cluster. Existing replicas stay. Each new one first goes to the
+    broker holding the fewest replicas (ties: the next broker after the partition's leader, as
+    Kafka's own assignment shifts replicas); then new replicas move from fuller to emptier
+    brokers until no single move helps (no new replica sits on a broker holding 2+ more
+    replicas than a broker its partition could use). Leaders are balanced the same way among
+    each partition's replicas, keeping the current leader unless that improves the spread.
+    The same input always gives the same plan.
     """
-    replicas_on = Counter({b: 0 for b in brokers})
-    leaders_on = Counter({b: 0 for b in brokers})
+    order = {b: i for i, b in enumerate(sorted(brokers))}
+    load = Counter({b: 0 for b in brokers})
     for reps in assignments.values():
-        replicas_on.update(reps)
-        if reps:
-            leaders_on[reps[0]] += 1
-    out: dict[TP, tuple[int, ...]] = {}
+        load.update(reps)
+    grown: dict[TP, list[int]] = {}
     for tp in sorted(assignments):
         current = assignments[tp]
         want = targets.get(tp[0], 0)
         if len(current) >= want:
             continue
-        free = sorted((b for b in brokers if b not in current),
-                      key=lambda b: (replicas_on[b], leaders_on[b], b))
-        added = tuple(free[:want - len(current)])
-        replicas_on.update(added)
-        grown = current + added
-        old_leader = current[0] if current else None
+        start = order[current[0]] if current else 0
+        reps = list(current)
+        for _ in range(want - len(current)):
+            b = min((b for b in brokers if b not in reps),
+                    key=lambda b, s=start: (load[b], (order[b] - s) % len(order)))
+            reps.append(b)
+            load[b] += 1
+        grown[tp] = reps
+    _rebalance(grown, assignments, load, brokers)
+    return _lead(grown, assignments)
 
-        def leads_without_this(b: int, old_leader: int | None = old_leader) -> int:
-            return leaders_on[b] - (b == old_leader)
 
-        leader = min(grown, key=lambda b: (leads_without_this(b), b != old_leader, b))
-        if leader != old_leader:
-            if old_leader is not None:
-                leaders_on[old_leader] -= 1
-            leaders_on[leader] += 1
-        out[tp] = (leader, *(b for b in grown if b != leader))
-    return out
+def _rebalance(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, ...]],
+               load: Counter[int], brokers: Sequence[int]) -> None:
+    """Move new replicas from a fuller to an emptier broker while that narrows the gap by
+    two or more (each move lowers the sum of squared loads, so this ends)."""
+    improved = True
+    while improved:
+        improved = False
+        for tp in sorted(grown):
+            reps = grown[tp]
+            for i in range(len(assignments[tp]), len(reps)):
+                b = reps[i]
+                c = min((c for c in brokers if c not in reps), key=lambda c: (load[c], c), default=None)
+                if c is not None and load[b] - load[c] >= 2:
+                    reps[i] = c
+                    load[b] -= 1
+                    load[c] += 1
+                    improved = True
+
+
+def _lead(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, ...]]) -> dict[TP, tuple[int, ...]]:
+    """Choose each grown partition's preferred leader among its replicas so leadership
+    spreads, keeping the current leader unless another replica leads 2+ fewer partitions."""
+    leads = Counter(r[0] for r in assignments.values() if r)
+    leader = {tp: reps[0] for tp, reps in grown.items()}
+    improved = True
+    while improved:
+        improved = False
+        for tp in sorted(grown):
+            now = leader[tp]
+            best = min(grown[tp], key=lambda b: (leads[b], b != now, b))
+            if leads[now] - leads[best] >= 2:
+                leads[now] -= 1
+                leads[best] += 1
+                leader[tp] = best
+                improved = True
+    return {tp: (leader[tp], *(b for b in reps if b != leader[tp])) for tp, reps in grown.items()}
 
 
 def moves(settled: Mapping[int, tuple[int, ...]], targets: Mapping[int, tuple[int, ...]],

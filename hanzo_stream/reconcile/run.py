@@ -11,18 +11,19 @@ from typing import Any
 
 from ..registry.model import Registry
 from .apply import Progress, Result, execute, validate
-from .observe import observe, observe_sizes
+from .observe import observe, observe_moves
 from .plan import Options, Plan, make_plan, topics_to_grow
 
 
 def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
     """Read the cluster, diff it against the registry, and let the brokers validate the result.
 
-    Sizes on disk are read only for topics whose replication factor grows (the plan shows the
-    bytes each move copies). A plan the brokers would reject comes back with errors."""
+    For topics whose replication factor grows, the running reassignments are asked of the
+    controller and sizes on disk read (the plan shows what each move copies, and resumes a
+    move already running). A plan the brokers would reject comes back with errors."""
     state = observe(admin)
     if grow := topics_to_grow(registry, state):
-        state = observe_sizes(admin, state, grow)
+        state = observe_moves(admin, state, grow)
     p = make_plan(registry, state, opts)
     if not p.errors:
         p.errors.extend(validate(admin, p))

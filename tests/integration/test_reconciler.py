@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -28,7 +30,7 @@ from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, o
 from hanzo_stream.registry import load_registry
 from hanzo_stream.registry.model import Acl
 
-from .conftest import Cluster, apply_registry
+from .conftest import Cluster, apply_registry, wait_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,3 +250,127 @@ def test_validate_command(tmp_path):
     assert result.exit_code == 1
     assert "topics[events_plugin_ingestion].partitions" in result.output
     assert load_registry(ROOT / "topics.yaml").topic("events_plugin_ingestion").partitions == 16
+
+
+def _count_records(cluster: Cluster, topic: str) -> list[bytes]:
+    """Every record value in the topic, read from the beginning by the admin."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer(cluster.admin.confluent() | {"group.id": f"count-{topic}", "enable.auto.commit": False})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        values, at = [], dict.fromkeys(parts, 0)
+        deadline = time.monotonic() + 60
+        while any(at[p] < ends[p] for p in parts) and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                values.append(m.value())
+                at[m.partition()] = m.offset() + 1
+        return values
+    finally:
+        c.close()
+
+
+def test_replication_factor_grows_by_a_throttled_reassignment_that_resumes(kafka_cluster3, registry,
+                                                                           tmp_path):
+    """One registry line (`replication: {profile: cluster}`) raises a topic from RF 1 to the
+    3-broker profile: plan shows the moves, apply is interrupted mid-way and re-run, and it ends
+    with 3 in-sync replicas everywhere, no throttle, every record, min ISR 2 only at the end."""
+    from confluent_kafka import Producer
+
+    from hanzo_stream.reconcile import plan, reconcile
+    from hanzo_stream.reconcile.changes import RaiseReplication
+    from hanzo_stream.reconcile.replication import BROKER_RATES, TOPIC_THROTTLES
+
+    # ~2 MiB per copy of the topic; the busiest leader serves ~2 MiB. Kafka lets a throttled
+    # copy burst ~10 windows' worth (10 s x rate) first, so at 64 KiB/s it runs ~20 s: time to
+    # interrupt, look, and resume while it still runs.
+    name, records, throttle = "grow_me", 2000, 64 * 1024
+    apply_registry(kafka_cluster3, registry)  # HIP converged first: the interrupt hits the move
+    admin = kafka_cluster3.counting_admin()
+    admin.create_topics([NewTopic(name, 4, 1, config={"min.insync.replicas": "1"})])[name].result()
+    p = Producer(kafka_cluster3.admin.confluent() | {"acks": "all", "linger.ms": 20})
+    for i in range(records):
+        p.produce(name, f"{i:08d}".encode() + b"x" * 1016, key=str(i).encode())
+    assert p.flush(60) == 0
+
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["replication"] = {"profile": "cluster"}
+    data["topics"].append({"name": name, "partitions": 4, "retention": "1d", "key": "team_id"})
+    reg_file = tmp_path / "topics.yaml"
+    reg_file.write_text(yaml.safe_dump(data))
+    reg = load_registry(reg_file)
+
+    code, output = cli(kafka_cluster3, "plan", "--registry", str(reg_file), "--throttle", str(throttle))
+    assert code == 2, output
+    assert f"topic {name}: replication factor 1 -> 3, 4 partition(s) move" in output, output
+    assert "64.0 KiB/s per broker" in output and "min.insync.replicas -> 2 once" in output
+    [planned] = plan(admin, reg, Options(throttle=throttle)).of(RaiseReplication)
+    assert planned.bytes >= 2 * records * 1024  # every record, copied to two new replicas
+
+    opts = Options(available_passwords=frozenset(kafka_cluster3.creds.principals), throttle=throttle)
+    seen = []
+
+    def interrupt(progress):
+        seen.append(progress)
+        raise KeyboardInterrupt  # Ctrl-C at the first progress report, as a person would
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        reconcile(admin, reg, dict(kafka_cluster3.creds.principals), opts, progress=interrupt)
+    interrupted_at = time.monotonic() - started
+    assert seen[0].partitions_done < seen[0].partitions == 4
+    running = admin.list_reassignments()  # the controller's answer: authoritative
+    assert {tp for tp in running if tp[0] == name}, "the move runs on without apply"
+    # Each broker applies metadata a moment after the controller: wait for it to show.
+    def throttled():
+        t = observe(admin).topics[name]
+        return t if set(TOPIC_THROTTLES) <= t.dynamic else None
+
+    live = wait_for(throttled, 30, "the topic's throttled replicas")
+    assert live.configs["min.insync.replicas"] == "1"  # not raised mid-move
+
+    code, output = cli(kafka_cluster3, "plan", "--registry", str(reg_file), "--throttle", str(throttle))
+    assert code == 2 and "resumes the running reassignment" in output, output
+
+    resumed_at = time.monotonic() - started
+    again = kafka_cluster3.counting_admin()
+    progress = []
+    resumed, result = reconcile(again, reg, dict(kafka_cluster3.creds.principals), opts,
+                                progress=progress.append, wait_s=240)
+    took = time.monotonic() - started
+    [move] = resumed.of(RaiseReplication)
+    assert move.resumes and result.ok, result.failed
+    assert again.calls["alter_partition_reassignments"] == 0  # resumed, none started
+    assert all(m.running for m in move.moves)  # what finished meanwhile is not moved again
+    last = progress[-1]
+    assert last.partitions_done == last.partitions == len(move.moves) and last.bytes_done == last.bytes
+
+    def settled():
+        state = observe(again)
+        t = state.topics[name]
+        return state if t.configs["min.insync.replicas"] == "2" and not set(TOPIC_THROTTLES) & t.dynamic \
+            else None
+
+    state = wait_for(settled, 30, "min ISR 2 and no throttle on every broker's metadata")
+    t = state.topics[name]
+    assert t.replication_factor == 3 and all(set(r) == {1, 2, 3} for r in t.replicas)
+    assert all(set(isr) == {1, 2, 3} for isr in t.isr)
+    for b in state.brokers:  # librdkafka: one broker resource per call
+        [fut] = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))]).values()
+        cfg = fut.result()
+        left = {k: cfg[k].value for k in BROKER_RATES
+                if k in cfg and ConfigSource(cfg[k].source) == ConfigSource.DYNAMIC_BROKER_CONFIG}
+        assert not left, (b, left)
+    sizes = again.log_dir_sizes({name})
+    for part in range(4):
+        assert len({sizes[(name, part, b)] for b in (1, 2, 3)}) == 1  # every replica holds it all
+    values = _count_records(kafka_cluster3, name)
+    assert len(values) == records and len({v[:8] for v in values}) == records
+    final = plan(again, reg, opts)
+    assert not final.changes and not final.errors, final.changes
+    print(f"\nreplication 1 -> 3: {planned.bytes} bytes copied at {throttle} B/s per broker, "
+          f"{took:.1f} s from the first apply to the end (interrupted at {interrupted_at:.1f} s, "
+          f"resumed at {resumed_at:.1f} s)")
