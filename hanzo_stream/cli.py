@@ -90,13 +90,14 @@ def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle
 
     admin = _admin(conn)
     passwords = load_passwords(reg.principal_names(), secrets_file)
+    opts = Options(allow_delete, max_deletions, rotate, frozenset(passwords),
+                   throttle or DEFAULT_THROTTLE)
     try:
-        p = plan(admin, reg, Options(allow_delete, max_deletions, rotate, frozenset(passwords),
-                                     throttle or DEFAULT_THROTTLE))
+        p = plan(admin, reg, opts)
     except Exception as e:
         err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {escape(str(e))}")
         raise typer.Exit(1) from None
-    return admin, p, passwords
+    return admin, p, passwords, opts
 
 
 @app.command()
@@ -117,7 +118,7 @@ def plan(
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
-    _, p, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file, throttle)
+    _, p, _, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file, throttle)
     if out_file:
         out_file.write_text(p.to_json())
     if json_:
@@ -149,12 +150,13 @@ def apply(
     130 interrupted (a replica move goes on in the brokers; apply again resumes it)."""
     from .reconcile import Plan, execute
     from .reconcile.render import print_plan, print_result, progress_display
+    from .reconcile.run import await_visible
 
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
-    admin, fresh, passwords = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
-                                    secrets_file, throttle)
+    admin, fresh, passwords, opts = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
+                                          secrets_file, throttle)
     todo = fresh
     if plan_file:
         try:
@@ -184,6 +186,7 @@ def apply(
                   "brokers, still throttled; run apply again to follow it, finish it and remove "
                   "the throttle.")
         raise typer.Exit(130) from None
+    await_visible(admin, reg, result.applied, opts)  # so a plan right after shows no diff
     if json_:
         sys.stdout.write(json.dumps({
             "applied": len(result.applied), "admin_calls": dict(admin.calls),

@@ -58,7 +58,8 @@ class Change:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, **_encode(dataclasses.asdict(self))}  # type: ignore[call-overload]
+        return {"kind": self.KIND, "target": self.target,
+                **_encode(dataclasses.asdict(self))}  # type: ignore[call-overload]
 
 
 # ---------------------------------------------------------------- topics

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from hanzo_stream.cli import app
 from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
+from hanzo_stream.reconcile.changes import DeleteTopic
 from hanzo_stream.registry import load_registry
 from hanzo_stream.registry.model import Acl
 
@@ -103,7 +104,7 @@ def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):
         f.result()
 
     plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset()))
-    described = sorted(f"{c.symbol} {c.describe()}" for c in plan.changes)
+    described = sorted(f"{c.SYMBOL} {c.describe()}" for c in plan.changes)
     assert described == [
         "+ User:llm-gateway ALLOW WRITE on topic llm_usage",
         "- User:llm-gateway ALLOW READ on topic audit_log",
@@ -136,11 +137,11 @@ def test_deletion_is_opt_in_capped_and_spares_internal_topics(hip_cluster, regis
     for f in admin.create_topics([NewTopic("stray_one", 1), NewTopic("_internal_thing", 1)]).values():
         f.result()
     plan = make_plan(registry, observe(admin), Options())
-    assert not plan.by_kind("topic.delete") and "stray_one" in " ".join(plan.notes)
+    assert not plan.of(DeleteTopic) and "stray_one" in " ".join(plan.notes)
     capped = make_plan(registry, observe(admin), Options(allow_delete=True, max_deletions=0))
     assert capped.exit_code == 1
     allowed = make_plan(registry, observe(admin), Options(allow_delete=True, max_deletions=1))
-    assert [c.target for c in allowed.by_kind("topic.delete")] == ["stray_one"]
+    assert [c.topic for c in allowed.of(DeleteTopic)] == ["stray_one"]
     assert execute(admin, allowed, {}).ok
     topics = admin.list_topics(timeout=10).topics
     assert "stray_one" not in topics and "_internal_thing" in topics
