@@ -65,17 +65,21 @@ class Change:
 # ---------------------------------------------------------------- topics
 
 @dataclass(frozen=True)
-class CreateTopic(Change):
-    KIND: ClassVar[str] = "topic.create"
-    SYMBOL: ClassVar[str] = "+"
+class _TopicChange(Change):
     topic: str
-    partitions: Diff[int]
-    replication_factor: Diff[int]  # after None: the brokers' default.replication.factor
-    configs: dict[str, Diff[str]]
 
     @property
     def target(self) -> str:
         return self.topic
+
+
+@dataclass(frozen=True)
+class CreateTopic(_TopicChange):
+    KIND: ClassVar[str] = "topic.create"
+    SYMBOL: ClassVar[str] = "+"
+    partitions: Diff[int]
+    replication_factor: Diff[int]  # after None: the brokers' default.replication.factor
+    configs: dict[str, Diff[str]]
 
     def describe(self) -> str:
         cfg = ", ".join(f"{k}={v.after}" for k, v in self.configs.items())
@@ -84,45 +88,30 @@ class CreateTopic(Change):
 
 
 @dataclass(frozen=True)
-class AddPartitions(Change):
+class AddPartitions(_TopicChange):
     KIND: ClassVar[str] = "topic.partitions"
-    topic: str
     partitions: Diff[int]
-
-    @property
-    def target(self) -> str:
-        return self.topic
 
     def describe(self) -> str:
         return f"topic {self.topic}: partitions {self.partitions}"
 
 
 @dataclass(frozen=True)
-class AlterTopicConfigs(Change):
+class AlterTopicConfigs(_TopicChange):
     """Set (after = value) or remove (after = None) topic configs the reconciler owns."""
 
     KIND: ClassVar[str] = "topic.config"
-    topic: str
     configs: dict[str, Diff[str]]
-
-    @property
-    def target(self) -> str:
-        return self.topic
 
     def describe(self) -> str:
         return f"topic {self.topic}: " + ", ".join(f"{k}: {v}" for k, v in self.configs.items())
 
 
 @dataclass(frozen=True)
-class DeleteTopic(Change):
+class DeleteTopic(_TopicChange):
     KIND: ClassVar[str] = "topic.delete"
     SYMBOL: ClassVar[str] = "-"
-    topic: str
     partitions: int
-
-    @property
-    def target(self) -> str:
-        return self.topic
 
     def describe(self) -> str:
         return f"topic {self.topic} (not in the registry; {self.partitions} partitions)"
@@ -145,7 +134,7 @@ class Move:
 
 
 @dataclass(frozen=True)
-class RaiseReplication(Change):
+class RaiseReplication(_TopicChange):
     """A replication-factor increase as a throttled partition reassignment.
 
     min ISR: `min_insync_during` (if set) is applied before the move, because the live value is
@@ -154,16 +143,11 @@ class RaiseReplication(Change):
     """
 
     KIND: ClassVar[str] = "topic.replication"
-    topic: str
     replication_factor: Diff[int]
     min_insync_replicas: Diff[int]
     moves: tuple[Move, ...]
     throttle: int  # bytes/s per broker, leader and follower side, while the move runs
     min_insync_during: int | None = None
-
-    @property
-    def target(self) -> str:
-        return self.topic
 
     @property
     def bytes(self) -> int:
@@ -191,17 +175,12 @@ class RaiseReplication(Change):
 
 
 @dataclass(frozen=True)
-class ClearThrottle(Change):
+class ClearThrottle(_TopicChange):
     """Remove a replication throttle a finished (or interrupted) reassignment left behind."""
 
     KIND: ClassVar[str] = "replication.throttle"
     SYMBOL: ClassVar[str] = "-"
-    topic: str
     configs: dict[str, Diff[str]]
-
-    @property
-    def target(self) -> str:
-        return self.topic
 
     def describe(self) -> str:
         return (f"topic {self.topic}: replication throttle left by an earlier apply "
@@ -211,58 +190,50 @@ class ClearThrottle(Change):
 # ---------------------------------------------------------------- ACLs and users
 
 @dataclass(frozen=True)
-class CreateAcl(Change):
+class _AclChange(Change):
+    acl: Acl
+
+    @property
+    def target(self) -> str:
+        return self.acl.principal
+
+    def describe(self) -> str:
+        return str(self.acl)
+
+
+@dataclass(frozen=True)
+class CreateAcl(_AclChange):
     KIND: ClassVar[str] = "acl.create"
     SYMBOL: ClassVar[str] = "+"
-    acl: Acl
-
-    @property
-    def target(self) -> str:
-        return self.acl.principal
-
-    def describe(self) -> str:
-        return str(self.acl)
 
 
 @dataclass(frozen=True)
-class DeleteAcl(Change):
+class DeleteAcl(_AclChange):
     KIND: ClassVar[str] = "acl.delete"
     SYMBOL: ClassVar[str] = "-"
-    acl: Acl
-
-    @property
-    def target(self) -> str:
-        return self.acl.principal
-
-    def describe(self) -> str:
-        return str(self.acl)
 
 
 @dataclass(frozen=True)
-class CreateScramUser(Change):
+class _UserChange(Change):
+    user: str
+
+    @property
+    def target(self) -> str:
+        return self.user
+
+    def describe(self) -> str:
+        return f"SCRAM-SHA-512 user {self.user}" + (": rotate password" if self.SYMBOL == "~" else "")
+
+
+@dataclass(frozen=True)
+class CreateScramUser(_UserChange):
     KIND: ClassVar[str] = "scram.create"
     SYMBOL: ClassVar[str] = "+"
-    user: str
-
-    @property
-    def target(self) -> str:
-        return self.user
-
-    def describe(self) -> str:
-        return f"SCRAM-SHA-512 user {self.user}"
 
 
 @dataclass(frozen=True)
-class RotateScramPassword(Change):
+class RotateScramPassword(_UserChange):
     KIND: ClassVar[str] = "scram.rotate"
-    user: str
-
-    @property
-    def target(self) -> str:
-        return self.user
-
-    def describe(self) -> str:
-        return f"SCRAM-SHA-512 user {self.user}: rotate password"
 
 
 #: Apply runs the batches in this order. Replication comes last: it waits for data to copy,
