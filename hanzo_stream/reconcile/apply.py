@@ -279,15 +279,20 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
             result.failed.append((c, f"{what}: {failed[c.topic]}"))
             live.remove(c)
 
+    # Topics' throttled replicas first, then the brokers' rates, then wait until every broker
+    # shows its rate: brokers apply metadata in order, so the topics' lists are in force too,
+    # and no byte is copied unthrottled (a small move would otherwise finish in that gap).
+    answers = _alter_configs(admin, _topic_configs(live))
+    drop({n: m for (_, n), m in answers.items()}, "setting the throttle")
     brokers = {b for c in live for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
     rates = _alter_configs(admin, _broker_rates(brokers, live[0].throttle))
-    if bad := {b: m for (_, b), m in rates.items() if m}:
+    if not (bad := {b: m for (_, b), m in rates.items() if m}):
+        bad = _await_rates(admin, brokers, live[0].throttle)
+    if bad:
         for c in live:
             result.failed.append((c, f"throttling broker(s) {', '.join(bad)} failed: "
                                      f"{next(iter(bad.values()))}"))
         return
-    answers = _alter_configs(admin, _topic_configs(live))
-    drop({n: m for (_, n), m in answers.items()}, "setting the throttle")
 
     # Resume, never restart: a partition moving already (or done since the plan) is left be.
     running = admin.list_reassignments()
@@ -317,6 +322,28 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
                                      {MIN_ISR: str(c.min_insync_replicas.after)} for c in live})
     _record(result, live, lambda c: answers[(ResourceType.TOPIC, c.topic)] and
             f"replicas in sync, but raising {MIN_ISR} failed: {answers[(ResourceType.TOPIC, c.topic)]}")
+
+
+def _await_rates(admin: Any, brokers: Iterable[int], rate: int, timeout: float = TIMEOUT) -> dict[str, str]:
+    """Each broker's own answer for its throttled rates, until all show `rate`; what is still
+    missing at `timeout`, by broker."""
+    missing: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    for b in sorted(set(brokers)):
+        res = ConfigResource(ResourceType.BROKER, str(b))
+        while True:
+            try:  # one broker resource per call (librdkafka), answered by that broker itself
+                cfg = admin.describe_configs([res], request_timeout=TIMEOUT)[res].result()
+                shown = {k: cfg[k].value if k in cfg else None for k in replication.BROKER_RATES}
+            except Exception as e:  # retried until the deadline
+                shown = {"error": _message(e)}
+            if all(v == str(rate) for v in shown.values()):
+                break
+            if time.monotonic() > deadline:
+                missing[str(b)] = f"broker still shows {shown} after {timeout:.0f} s"
+                break
+            time.sleep(0.2)
+    return missing
 
 
 def _wait(admin: CountingAdmin, changes: list[RaiseReplication], env: Env) -> bool:
