@@ -26,8 +26,10 @@ from confluent_kafka.admin import (
 from typer.testing import CliRunner
 
 from hanzo_stream.cli import app
-from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
+from hanzo_stream.reconcile import Options, execute, make_plan, observe
+from hanzo_stream.reconcile import plan as reconcile_plan
 from hanzo_stream.reconcile.changes import DeleteTopic
+from hanzo_stream.reconcile.run import await_visible
 from hanzo_stream.registry import load_registry
 from hanzo_stream.registry.model import Acl
 
@@ -103,7 +105,9 @@ def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):
     for f in admin.create_acls([extra, foreign]).values():
         f.result()
 
-    plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset()))
+    opts = Options(available_passwords=frozenset())
+    counted = hip_cluster.counting_admin()
+    plan = reconcile_plan(counted, registry, opts)
     described = sorted(f"{c.SYMBOL} {c.describe()}" for c in plan.changes)
     assert described == [
         "+ User:llm-gateway ALLOW WRITE on topic llm_usage",
@@ -111,13 +115,13 @@ def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):
         f"~ topic audit_log: retention.ms: 3600000 -> {90 * 86_400_000}",
     ]
     assert any("not-in-registry" in n for n in plan.notes)
-    result = execute(CountingAdmin(admin), plan, {})
-    assert result.ok
+    result = execute(counted, plan, {})
+    assert result.ok and await_visible(counted, registry, result.applied, opts)
     state = observe(admin)
     assert state.topics["audit_log"].configs["retention.ms"] == str(90 * 86_400_000)
     assert state.topics["audit_log"].configs["segment.bytes"] == "16777216"  # left alone
     assert Acl("User:not-in-registry", "TOPIC", "audit_log", "LITERAL", "READ") in state.acls
-    assert make_plan(registry, state, Options(available_passwords=frozenset())).changes == []
+    assert make_plan(registry, state, opts).changes == []
 
 
 def test_destructive_changes_are_refused_and_change_nothing(hip_cluster, registry, tmp_path):
@@ -136,11 +140,12 @@ def test_deletion_is_opt_in_capped_and_spares_internal_topics(hip_cluster, regis
     admin = hip_cluster.admin_client()
     for f in admin.create_topics([NewTopic("stray_one", 1), NewTopic("_internal_thing", 1)]).values():
         f.result()
-    plan = make_plan(registry, observe(admin), Options())
+    counted = hip_cluster.counting_admin()
+    plan = reconcile_plan(counted, registry, Options())
     assert not plan.of(DeleteTopic) and "stray_one" in " ".join(plan.notes)
-    capped = make_plan(registry, observe(admin), Options(allow_delete=True, max_deletions=0))
+    capped = reconcile_plan(counted, registry, Options(allow_delete=True, max_deletions=0))
     assert capped.exit_code == 1
-    allowed = make_plan(registry, observe(admin), Options(allow_delete=True, max_deletions=1))
+    allowed = reconcile_plan(counted, registry, Options(allow_delete=True, max_deletions=1))
     assert [c.topic for c in allowed.of(DeleteTopic)] == ["stray_one"]
     assert execute(admin, allowed, {}).ok
     topics = admin.list_topics(timeout=10).topics
