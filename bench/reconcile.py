@@ -25,6 +25,7 @@ from report import write_section  # noqa: E402
 
 from hanzo_stream.local import credentials, kafka  # noqa: E402
 from hanzo_stream.reconcile import CountingAdmin, Options, execute, plan, reconcile  # noqa: E402
+from hanzo_stream.reconcile.run import await_visible  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
 
 
@@ -71,6 +72,9 @@ def main() -> None:
             apply_s = time.monotonic() - t0
             assert result.ok, result.failed[:3]
             apply_calls = dict(a.calls)
+            t0 = time.monotonic()
+            assert await_visible(a, reg, result.applied, opts, timeout=120)
+            visible_s = time.monotonic() - t0
 
             plan_times, plan_calls = [], {}
             for _ in range(args.plans):
@@ -96,6 +100,8 @@ def main() -> None:
                      f"{len(reg.principals)} SCRAM users; load + policy check {load_s:.2f} s"),
         ("plan + apply from empty", f"{apply_s:.1f} s, {len(first.changes)} changes, admin requests: "
                              + calls(apply_calls)),
+        ("until every change shows on the broker", f"{visible_s:.1f} s more (apply waits for it, "
+                                                   "so a plan right after shows nothing)"),
         ("plan, converged", f"median {statistics.median(plan_times):.2f} s "
                             f"(min {min(plan_times):.2f}, max {max(plan_times):.2f}, n={len(plan_times)}), "
                             "admin requests: " + calls(plan_calls)),
