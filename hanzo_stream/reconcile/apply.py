@@ -90,6 +90,12 @@ def _new_topic(c: CreateTopic) -> NewTopic:
                     config={k: v.after for k, v in c.configs.items()})
 
 
+def _new_partitions(c: AddPartitions) -> NewPartitions:
+    if c.replicas:
+        return NewPartitions(c.topic, c.partitions.after, replica_assignment=[list(r) for r in c.replicas])
+    return NewPartitions(c.topic, c.partitions.after)
+
+
 def _config(rtype: ResourceType, name: str, configs: Mapping[str, str | None]) -> ConfigResource:
     """SET each value, DELETE each None (back to the broker's default)."""
     return ConfigResource(rtype, name, incremental_configs=[
@@ -174,7 +180,7 @@ def validate(admin: Any, plan: Plan) -> list[str]:
         judge(creates, admin.create_topics([_new_topic(c) for c in creates], validate_only=True,
                                            request_timeout=TIMEOUT), lambda c: c.topic)
     if grows := plan.of(AddPartitions):
-        judge(grows, admin.create_partitions([NewPartitions(c.topic, c.partitions.after) for c in grows],
+        judge(grows, admin.create_partitions([_new_partitions(c) for c in grows],
                                              validate_only=True, request_timeout=TIMEOUT),
               lambda c: c.topic)
     per_topic: Configs = {}
@@ -215,7 +221,7 @@ def _create_topics(admin: Any, changes: list[CreateTopic], result: Result, env: 
 
 
 def _add_partitions(admin: Any, changes: list[AddPartitions], result: Result, env: Env) -> None:
-    futures = admin.create_partitions([NewPartitions(c.topic, c.partitions.after) for c in changes],
+    futures = admin.create_partitions([_new_partitions(c) for c in changes],
                                       request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: c.topic)
 

@@ -89,11 +89,16 @@ class CreateTopic(_TopicChange):
 
 @dataclass(frozen=True)
 class AddPartitions(_TopicChange):
+    """New partitions; `replicas` places them (preferred leader first) when the topic's
+    replication factor is managed, so they are born at the factor the registry wants."""
+
     KIND: ClassVar[str] = "topic.partitions"
     partitions: Diff[int]
+    replicas: tuple[tuple[int, ...], ...] = ()
 
     def describe(self) -> str:
-        return f"topic {self.topic}: partitions {self.partitions}"
+        placed = f", replicas {', '.join(_fmt(r) for r in self.replicas)}" if self.replicas else ""
+        return f"topic {self.topic}: partitions {self.partitions}{placed}"
 
 
 @dataclass(frozen=True)

@@ -119,9 +119,7 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
     f = reg.path
     want = desired_replication(reg, state)
     growing = _check_replication(reg, state, want, errors)
-    placed = replication.place(
-        state.brokers, {(n, p): t.target(p) for n, t in state.topics.items() for p in range(t.partitions)},
-        growing) if growing else {}
+    placed = replication.place(state.brokers, _everywhere(state), growing) if growing else {}
 
     for t in reg.topics:
         live = state.topics.get(t.name)
@@ -139,7 +137,9 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                 f"{live.partitions}; Kafka cannot remove partitions (keys would move). "
                 f"Fix: set partitions: {live.partitions} (or more)")
         elif t.partitions > live.partitions:
-            changes.append(AddPartitions(t.name, Diff(live.partitions, t.partitions)))
+            changes.append(AddPartitions(t.name, Diff(live.partitions, t.partitions),
+                                         _new_replicas(t.name, live.partitions, t.partitions,
+                                                       want.get(t.name), state)))
         if t.name in growing:
             changes.append(_raise(live, want[t.name], profile_of(reg, state), placed, opts))
             desired_cfg.pop(MIN_ISR)  # the move owns it: lowered before, raised after
@@ -238,6 +238,22 @@ def _check_replication(reg: Registry, state: ClusterState, want: dict[str, tuple
         elif rf > live.replication_factor:
             growing[name] = rf
     return growing
+
+
+def _everywhere(state: ClusterState) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Every partition's replicas once running moves end: what placement balances against."""
+    return {(n, p): t.target(p) for n, t in state.topics.items() for p in range(t.partitions)}
+
+
+def _new_replicas(topic: str, have: int, total: int, want: tuple[int, int] | None,
+                  state: ClusterState) -> tuple[tuple[int, ...], ...]:
+    """Where new partitions go when the topic's factor is managed: placed like a move, at the
+    factor the registry wants (so they need no move later). () leaves it to the brokers."""
+    if not want or not state.brokers or want[0] > len(state.brokers):
+        return ()
+    new = {(topic, p): () for p in range(have, total)}
+    placed = replication.place(state.brokers, _everywhere(state) | new, {topic: want[0]})
+    return tuple(placed[(topic, p)] for p in range(have, total))
 
 
 def _raise(live: TopicState, want: tuple[int, int], profile: Replication,

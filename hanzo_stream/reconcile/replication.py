@@ -53,9 +53,9 @@ def place(brokers: Sequence[int], assignments: Mapping[TP, tuple[int, ...]],
         want = targets.get(tp[0], 0)
         if len(current) >= want:
             continue
-        start = order[current[0]] if current else 0
+        start = order[current[0]] if current else tp[1] % max(len(order), 1)
         reps = list(current)
-        for _ in range(want - len(current)):
+        for _ in range(min(want, len(brokers)) - len(current)):
             b = min((b for b in brokers if b not in reps),
                     key=lambda b, s=start: (load[b], (order[b] - s) % len(order)))
             reps.append(b)
@@ -88,6 +88,7 @@ def _lead(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, ...]])
     """Choose each grown partition's preferred leader among its replicas so leadership
     spreads, keeping the current leader unless another replica leads 2+ fewer partitions."""
     leads = Counter(r[0] for r in assignments.values() if r)
+    leads.update(reps[0] for tp, reps in grown.items() if not assignments[tp])  # new partitions
     leader = {tp: reps[0] for tp, reps in grown.items()}
     improved = True
     while improved:

@@ -63,7 +63,7 @@ def simulate(state: ClusterState, plan: Plan) -> ClusterState:
                 topics[c.topic] = _configure(t, c.configs)
             case AddPartitions():
                 t = topics[c.topic]
-                extra = (t.replicas[0],) * (c.partitions.after - t.partitions)
+                extra = c.replicas or (t.replicas[0],) * (c.partitions.after - t.partitions)
                 topics[c.topic] = dataclasses.replace(t, partitions=c.partitions.after,
                                                       replicas=t.replicas + extra, isr=t.isr + extra)
             case AlterTopicConfigs() | ClearThrottle():

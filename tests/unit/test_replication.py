@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hanzo_stream.broker_config import PROFILES, Replication
 from hanzo_stream.reconcile import ClusterState, Options, Plan, make_plan
 from hanzo_stream.reconcile.changes import (
+    AddPartitions,
     AlterTopicConfigs,
     ClearThrottle,
     Diff,
@@ -253,15 +254,17 @@ rfs = st.dictionaries(st.sampled_from(["llm_usage", "audit_log", "dead_letter", 
 
 
 @settings(max_examples=150, deadline=None)
-@given(profiles, rfs, st.integers(1, 4))
-def test_apply_then_plan_is_empty_with_replication(registry, profile, live_rf, brokers):
-    """Whatever factors the live topics have, a plan that is not refused converges in one apply."""
+@given(profiles, rfs, st.integers(1, 4), st.sets(st.sampled_from(["llm_usage", "audit_log"])))
+def test_apply_then_plan_is_empty_with_replication(registry, profile, live_rf, brokers, short):
+    """Whatever factors the live topics have (and whether partitions are missing too), a plan
+    that is not refused converges in one apply."""
     base = converged(registry)
     topics = dict(base.topics)
     for n, rf in live_rf.items():
         if rf <= brokers:
             t = topics[n]
-            topics[n] = topic(n, t.partitions, rf, t.configs, t.dynamic, first=1)
+            parts = t.partitions // 2 if n in short else t.partitions
+            topics[n] = topic(n, parts, rf, t.configs, t.dynamic, first=1)
     state = ClusterState(topics, base.acls, base.scram_users, tuple(range(1, brokers + 1)))
     reg = _with_profile(registry, profile)
     plan = make_plan(reg, state, ALL_PW)
@@ -273,3 +276,14 @@ def test_apply_then_plan_is_empty_with_replication(registry, profile, live_rf, b
     for c in plan.of(RaiseReplication):
         isr = int(after.topics[c.topic].configs["min.insync.replicas"])
         assert isr <= max(1, c.replication_factor.after - 1)
+
+
+def test_new_partitions_of_a_managed_topic_are_born_at_its_factor(registry):
+    reg, state = _grown(registry)
+    state = simulate(state, make_plan(reg, state, ALL_PW))  # RF 3 everywhere
+    more = dataclasses.replace(reg, topics=tuple(
+        dataclasses.replace(t, partitions=12) if t.name == "llm_usage" else t for t in reg.topics))
+    [c] = make_plan(more, state, ALL_PW).changes
+    assert isinstance(c, AddPartitions) and c.partitions == Diff(8, 12)
+    assert len(c.replicas) == 4 and all(sorted(r) == [1, 2, 3] for r in c.replicas)
+    assert sorted(r[0] for r in c.replicas) != [c.replicas[0][0]] * 4  # leaders spread
