@@ -283,7 +283,9 @@ def test_new_partitions_of_a_managed_topic_are_born_at_its_factor(registry):
     state = simulate(state, make_plan(reg, state, ALL_PW))  # RF 3 everywhere
     more = dataclasses.replace(reg, topics=tuple(
         dataclasses.replace(t, partitions=12) if t.name == "llm_usage" else t for t in reg.topics))
-    [c] = make_plan(more, state, ALL_PW).changes
+    plan = make_plan(more, state, ALL_PW)
+    [c] = plan.changes
+    assert Plan.from_json(plan.to_json()).changes == [c]
     assert isinstance(c, AddPartitions) and c.partitions == Diff(8, 12)
     assert len(c.replicas) == 4 and all(sorted(r) == [1, 2, 3] for r in c.replicas)
     assert sorted(r[0] for r in c.replicas) != [c.replicas[0][0]] * 4  # leaders spread
