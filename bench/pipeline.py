@@ -382,14 +382,10 @@ def _catchup_specs(home: Path, max_offsets: dict[str, int]) -> Path:
 
 
 def _apply_registry(cluster, creds, registry) -> None:
-    from confluent_kafka.admin import AdminClient
+    from hanzo_stream.reconcile import CountingAdmin, reconcile
 
-    from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
-
-    admin = CountingAdmin(AdminClient(cluster.connection("admin", creds.admin).confluent()))
-    passwords = dict(creds.principals)
-    plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset(passwords)))
-    result = execute(admin, plan, passwords)
+    plan, result = reconcile(CountingAdmin.connect(cluster.connection("admin", creds.admin)),
+                             registry, dict(creds.principals))
     if plan.errors or not result.ok:
         raise RuntimeError(f"registry apply failed: {plan.errors} {result.failed}")
 

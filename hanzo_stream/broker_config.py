@@ -30,15 +30,25 @@ class Node:
 
 @dataclass(frozen=True)
 class Replication:
+    """A replication profile: what every topic gets on a cluster of a given size."""
+
     default_replication_factor: int
     min_insync_replicas: int
+    name: str = ""
 
     @staticmethod
     def for_cluster(brokers: int) -> Replication:
         """One broker: everything 1 or consumers fail. Three or more: RF 3, min ISR 2."""
-        if brokers < 3:
-            return Replication(1, 1)
-        return Replication(3, 2)
+        return PROFILES["single"] if brokers < 3 else PROFILES["ha"]
+
+    def min_isr_for(self, replication_factor: int) -> int:
+        """The profile's min ISR, never above RF - 1 (at least 1): with minISR = RF one lost
+        broker stops every acks=all write, above RF no write succeeds at all."""
+        return min(self.min_insync_replicas, max(1, replication_factor - 1))
+
+
+#: The profiles by name; topics.yaml's `replication.profile` names one (or `cluster`: by size).
+PROFILES = {"single": Replication(1, 1, "single"), "ha": Replication(3, 2, "ha")}
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ AllowDelete = Annotated[bool, typer.Option(
     help="Delete topics and ACLs the registry does not list (never internal topics).")]
 MaxDeletions = Annotated[int, typer.Option(help="Refuse the plan if it deletes more topics.")]
 Rotate = Annotated[bool, typer.Option(help="Reset every declared SCRAM user's password.")]
+Throttle = Annotated[int | None, typer.Option(
+    help="Replication throttle while replicas copy, bytes/s per broker, leader and follower "
+         "side [default: 50000000].")]
 
 
 def _registry(path: Path):
@@ -60,11 +63,9 @@ def _connection(bootstrap, protocol, mechanism, username, password, ca_file) -> 
 
 
 def _admin(conn: Connection):
-    from confluent_kafka.admin import AdminClient
-
     from .reconcile import CountingAdmin
 
-    return CountingAdmin(AdminClient(conn.confluent() | {"log_level": 4}))
+    return CountingAdmin.connect(conn)
 
 
 @app.command()
@@ -82,22 +83,21 @@ def validate(registry: RegistryOpt = Path("topics.yaml")) -> None:
               f"{len(reg.principals)} principals, {len(reg.acls())} ACLs")
 
 
-def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file):
-    from .reconcile import Options, make_plan, observe, validate
+def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle):
+    from .reconcile import Options, plan
+    from .reconcile.replication import DEFAULT_THROTTLE
     from .reconcile.secrets import load_passwords
 
     admin = _admin(conn)
+    passwords = load_passwords(reg.principal_names(), secrets_file)
+    opts = Options(allow_delete, max_deletions, rotate, frozenset(passwords),
+                   throttle or DEFAULT_THROTTLE)
     try:
-        state = observe(admin)
+        p = plan(admin, reg, opts)
     except Exception as e:
         err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {escape(str(e))}")
         raise typer.Exit(1) from None
-    passwords = load_passwords(reg.principal_names(), secrets_file)
-    plan = make_plan(reg, state, Options(allow_delete, max_deletions, rotate,
-                                         frozenset(passwords)))
-    if not plan.errors:
-        plan.errors.extend(validate(admin, plan))
-    return admin, plan, passwords
+    return admin, p, passwords, opts
 
 
 @app.command()
@@ -107,6 +107,7 @@ def plan(
     out_file: Annotated[Path | None, typer.Option("--out", help="Save the plan for apply.")] = None,
     allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
     rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
+    throttle: Throttle = None,
     bootstrap: Bootstrap = None, security_protocol: Protocol = None,
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
@@ -117,7 +118,7 @@ def plan(
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
-    _, p, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file)
+    _, p, _, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file, throttle)
     if out_file:
         out_file.write_text(p.to_json())
     if json_:
@@ -136,42 +137,61 @@ def apply(
     plan_file: Annotated[Path | None, typer.Option("--plan", help="A plan saved by plan --out.")] = None,
     allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
     rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
+    throttle: Throttle = None,
+    wait: Annotated[float | None, typer.Option(
+        help="Seconds to follow a replica move before exiting 1 with it still running "
+             "(re-run apply to resume); default: 3x the estimate, 5 min at least.")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     bootstrap: Bootstrap = None, security_protocol: Protocol = None,
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Make the cluster match the registry. Exit 0 done, 1 error (nothing or part applied)."""
+    """Make the cluster match the registry. Exit 0 done, 1 error (nothing or part applied),
+    130 interrupted (a replica move goes on in the brokers; apply again resumes it)."""
     from .reconcile import Plan, execute
-    from .reconcile.render import print_plan, print_result
+    from .reconcile.render import print_plan, print_result, progress_display
+    from .reconcile.run import await_visible
 
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
-    admin, fresh, passwords = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
-                                    secrets_file)
+    admin, fresh, passwords, opts = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
+                                          secrets_file, throttle)
     todo = fresh
     if plan_file:
-        saved = Plan.from_json(plan_file.read_text())
+        try:
+            saved = Plan.from_json(plan_file.read_text())
+        except ValueError as e:
+            err.print(f"[bold red]error:[/bold red] {plan_file}: {escape(str(e))}")
+            raise typer.Exit(1) from None
         if saved.fingerprint != fresh.fingerprint:
             err.print("[bold red]error:[/bold red] the cluster changed since this plan was made "
                       f"({plan_file}); nothing was applied. Run plan again.")
             raise typer.Exit(1)
-        if saved.changes != fresh.changes:
+        if [c.reviewed() for c in saved.changes] != [c.reviewed() for c in fresh.changes]:
             err.print("[bold red]error:[/bold red] the registry no longer gives the plan that was "
                       f"reviewed ({plan_file}: {len(saved.changes)} change(s), now "
                       f"{len(fresh.changes)}); nothing was applied. Run plan again and review it.")
             raise typer.Exit(1)
-        todo = saved
+        # Same decisions as reviewed; the fresh plan knows which moves already run.
     if not json_:
         print_plan(todo, out)
     if todo.errors:
         raise typer.Exit(1)
-    result = execute(admin, todo, passwords)
+    try:
+        with progress_display(err if json_ else out) as progress:
+            result = execute(admin, todo, passwords, progress=progress, wait_s=wait)
+    except KeyboardInterrupt:
+        err.print("[bold yellow]interrupted:[/bold yellow] any replica move goes on in the "
+                  "brokers, still throttled; run apply again to follow it, finish it and remove "
+                  "the throttle.")
+        raise typer.Exit(130) from None
+    await_visible(admin, reg, result.applied, opts)  # so a plan right after shows no diff
     if json_:
         sys.stdout.write(json.dumps({
             "applied": len(result.applied), "admin_calls": dict(admin.calls),
-            "failed": [{"change": c.describe(), "error": m} for c, m in result.failed]}) + "\n")
+            "failed": [{"kind": c.KIND, "change": c.describe(), "error": m}
+                       for c, m in result.failed]}) + "\n")
     else:
         print_result(result, out)
     raise typer.Exit(0 if result.ok else 1)

@@ -108,16 +108,12 @@ def _kafka_status(ctx: Context) -> dict[str, Any]:
 
 
 def _reconcile_start(ctx: Context) -> str:
-    from confluent_kafka.admin import AdminClient
+    from ..reconcile import CountingAdmin, reconcile
 
-    from ..reconcile import CountingAdmin, Options, execute, make_plan, observe
-
-    admin = CountingAdmin(AdminClient(ctx.connection().confluent()))
-    passwords = dict(ctx.creds.principals)
-    plan = make_plan(ctx.registry, observe(admin), Options(available_passwords=frozenset(passwords)))
+    plan, result = reconcile(CountingAdmin.connect(ctx.connection()), ctx.registry,
+                             dict(ctx.creds.principals))
     if plan.errors:
         raise RuntimeError("registry plan refused:\n" + "\n".join(plan.errors))
-    result = execute(admin, plan, passwords)
     if not result.ok:
         raise RuntimeError("apply failed:\n" + "\n".join(f"{c.describe()}: {m}"
                                                          for c, m in result.failed))
@@ -125,17 +121,14 @@ def _reconcile_start(ctx: Context) -> str:
 
 
 def _reconcile_status(ctx: Context) -> dict[str, Any]:
-    from confluent_kafka.admin import AdminClient
-
-    from ..reconcile import Options, make_plan, observe
+    from ..reconcile import CountingAdmin, Options, plan
 
     if not kafka.is_running(ctx.home / "kafka"):
         return {"converged": None}
-    state = observe(AdminClient(ctx.connection().confluent() | {"log_level": 4}))
-    plan = make_plan(ctx.registry, state,
-                     Options(available_passwords=frozenset(ctx.creds.principals)))
-    return {"converged": not plan.changes, "pending_changes": len(plan.changes),
-            "topics": len(state.topics)}
+    p = plan(CountingAdmin.connect(ctx.connection()), ctx.registry,
+             Options(available_passwords=frozenset(ctx.creds.principals)))
+    return {"converged": not p.changes and not p.errors, "pending_changes": len(p.changes),
+            "topics": len(ctx.registry.topics)}
 
 
 def _registry_start(ctx: Context) -> str:

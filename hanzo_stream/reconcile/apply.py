@@ -1,15 +1,19 @@
-"""Carry out a plan in a few batched admin calls, one batch per kind of change.
+"""Carry out a plan: one handler per change class, each one batched admin call (or a few).
 
 A failed item never stops the others: every result is collected, the caller exits 1 if
-any failed, and the next run plans exactly what is still missing.
+any failed, and the next run plans exactly what is still missing. `validate` sends the same
+requests with validate_only, so the brokers judge a plan before anything changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -27,10 +31,28 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from .plan import Change, Plan
+from ..registry.model import Acl
+from . import replication
+from .admin import CountingAdmin
+from .changes import (
+    CHANGE_TYPES,
+    AddPartitions,
+    AlterTopicConfigs,
+    Change,
+    ClearThrottle,
+    CreateAcl,
+    CreateScramUser,
+    CreateTopic,
+    DeleteAcl,
+    DeleteTopic,
+    RaiseReplication,
+    RotateScramPassword,
+)
+from .plan import MIN_ISR, Plan
 
 TIMEOUT = 60.0
 SCRAM_ITERATIONS = 8192
+POLL_S = 1.0
 
 
 @dataclass
@@ -43,25 +65,52 @@ class Result:
         return not self.failed
 
 
-def _new_topic(c: Change) -> NewTopic:
-    d = c.detail
-    return NewTopic(c.target, d["partitions"], d["replication_factor"], config=d["configs"])
+@dataclass(frozen=True)
+class Progress:
+    """How far the replica copy is: what `apply` shows while it waits."""
+
+    partitions_done: int
+    partitions: int
+    bytes_done: int
+    bytes: int
+    elapsed_s: float
 
 
-def _config_resource(c: Change) -> ConfigResource:
-    return ConfigResource(ResourceType.TOPIC, c.target, incremental_configs=[
-        ConfigEntry(k, v["to"], incremental_operation=AlterConfigOpType.SET)
-        for k, v in c.detail["set"].items()])
+@dataclass(frozen=True)
+class Env:
+    passwords: Mapping[str, str] = field(default_factory=dict)
+    progress: Callable[[Progress], None] | None = None
+    wait_s: float | None = None  # None: three times the estimate at the throttle, 5 min at least
 
 
-def _acl_binding(d: Mapping[str, str], cls: type = AclBinding) -> Any:
-    return cls(ResourceType[d["resource_type"]], d["resource_name"],
-               ResourcePatternType[d["pattern_type"]], d["principal"], d["host"],
-               AclOperation[d["operation"]], AclPermissionType[d["permission"]])
+# ---------------------------------------------------------------- request builders
+
+def _new_topic(c: CreateTopic) -> NewTopic:
+    return NewTopic(c.topic, c.partitions.after, c.replication_factor.after or -1,
+                    config={k: v.after for k, v in c.configs.items()})
+
+
+def _new_partitions(c: AddPartitions) -> NewPartitions:
+    if c.replicas:
+        return NewPartitions(c.topic, c.partitions.after, replica_assignment=[list(r) for r in c.replicas])
+    return NewPartitions(c.topic, c.partitions.after)
+
+
+def _config(rtype: ResourceType, name: str, configs: Mapping[str, str | None]) -> ConfigResource:
+    """SET each value, DELETE each None (back to the broker's default)."""
+    return ConfigResource(rtype, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None else
+        ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+        for k, v in configs.items()])
+
+
+def _acl_binding(a: Acl, cls: type = AclBinding) -> Any:
+    return cls(ResourceType[a.resource_type], a.resource_name, ResourcePatternType[a.pattern_type],
+               a.principal, a.host, AclOperation[a.operation], AclPermissionType[a.permission])
 
 
 def _collect(result: Result, changes: Iterable[Change], futures: Mapping[Any, Any],
-             key: Any) -> None:
+             key: Callable[[Any], Any]) -> None:
     for c in changes:
         try:
             futures[key(c)].result()
@@ -72,67 +121,308 @@ def _collect(result: Result, changes: Iterable[Change], futures: Mapping[Any, An
 
 def _message(e: Exception) -> str:
     err = e.args[0] if e.args else e
-    return getattr(err, "str", lambda: str(err))() if hasattr(err, "str") else str(err)
+    return err.str() if hasattr(err, "str") else str(err)
 
+
+def _alter_configs(admin: Any, per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
+                   validate_only: bool = False) -> dict[tuple[ResourceType, str], str | None]:
+    """One IncrementalAlterConfigs for all topics, one per broker (a broker's own configs can
+    only be sent to it, and librdkafka takes one broker resource per call); per resource None
+    or the error."""
+    resources = [_config(rt, n, cfg) for (rt, n), cfg in per_resource.items()]
+    batches = [[r for r in resources if r.restype != ResourceType.BROKER]]
+    batches += [[r] for r in resources if r.restype == ResourceType.BROKER]
+    out: dict[tuple[ResourceType, str], str | None] = {}
+    for batch in filter(None, batches):
+        futures = admin.incremental_alter_configs(batch, validate_only=validate_only,
+                                                  request_timeout=TIMEOUT)
+        for res, fut in futures.items():
+            try:
+                fut.result()
+                out[(res.restype, res.name)] = None
+            except Exception as e:  # per resource, reported
+                out[(res.restype, res.name)] = _message(e)
+    return out
+
+
+Configs = dict[tuple[ResourceType, str], dict[str, str | None]]  # (type, name) -> key -> value
+
+
+def _topic_configs(changes: Iterable[RaiseReplication]) -> Configs:
+    """What a move sets on its topic: the throttled replicas (and min ISR, when it must drop)."""
+    out: Configs = {}
+    for c in changes:
+        cfg: dict[str, str | None] = dict(replication.throttle_configs(c.moves))
+        if c.min_insync_during is not None:
+            cfg[MIN_ISR] = str(c.min_insync_during)
+        out[(ResourceType.TOPIC, c.topic)] = cfg
+    return out
+
+
+def _broker_rates(brokers: Iterable[int], rate: int | None) -> Configs:
+    value = None if rate is None else str(rate)
+    return {(ResourceType.BROKER, str(b)): dict.fromkeys(replication.BROKER_RATES, value)
+            for b in sorted(set(brokers))}
+
+
+# ---------------------------------------------------------------- validate
 
 def validate(admin: Any, plan: Plan) -> list[str]:
     """Ask the brokers to validate creates, partition growth and config changes (no effect)."""
     problems: list[str] = []
-    for kind, call, build, key in (
-        ("topic.create", "create_topics", _new_topic, lambda c: c.target),
-        ("topic.partitions", "create_partitions",
-         lambda c: NewPartitions(c.target, c.detail["to"]), lambda c: c.target),
-        ("topic.config", "incremental_alter_configs", _config_resource,
-         lambda c: ConfigResource(ResourceType.TOPIC, c.target)),
-    ):
-        changes = plan.by_kind(kind)
-        if not changes:
-            continue
-        futures = getattr(admin, call)([build(c) for c in changes], validate_only=True,
-                                       request_timeout=TIMEOUT)
+
+    def judge(changes: list[Any], futures: Mapping[Any, Any], key: Callable[[Any], Any]) -> None:
         result = Result()
         _collect(result, changes, futures, key)
-        problems += [f"broker rejects {c.kind} {c.describe()}: {msg}" for c, msg in result.failed]
+        problems.extend(f"broker rejects {c.KIND} {c.describe()}: {msg}" for c, msg in result.failed)
+
+    if creates := plan.of(CreateTopic):
+        judge(creates, admin.create_topics([_new_topic(c) for c in creates], validate_only=True,
+                                           request_timeout=TIMEOUT), lambda c: c.topic)
+    if grows := plan.of(AddPartitions):
+        judge(grows, admin.create_partitions([_new_partitions(c) for c in grows],
+                                             validate_only=True, request_timeout=TIMEOUT),
+              lambda c: c.topic)
+    per_topic: Configs = {}
+    owner: dict[str, Change] = {}
+    for c in plan.of(AlterTopicConfigs):
+        per_topic.setdefault((ResourceType.TOPIC, c.topic), {}).update(
+            {k: v.after for k, v in c.configs.items()})
+        owner[c.topic] = c
+    moves = plan.of(RaiseReplication)
+    for (rt, name), cfg in _topic_configs(moves).items():
+        per_topic.setdefault((rt, name), {}).update(cfg | {MIN_ISR: str(_final_isr(moves, name))})
+        owner[name] = next(c for c in moves if c.topic == name)
+    for (_, name), msg in _alter_configs(admin, per_topic, validate_only=True).items():
+        if msg:
+            c = owner[name]
+            problems.append(f"broker rejects {c.KIND} {c.describe()}: {msg}")
+    if moves:
+        brokers = {b for c in moves for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
+        for (_, b), msg in _alter_configs(admin, _broker_rates(brokers, moves[0].throttle),
+                                          validate_only=True).items():
+            if msg:
+                problems.append(f"broker {b} rejects the replication throttle: {msg}")
     return problems
 
 
-def execute(admin: Any, plan: Plan, passwords: Mapping[str, str]) -> Result:
-    result = Result()
-    if creates := plan.by_kind("topic.create"):
-        futures = admin.create_topics([_new_topic(c) for c in creates], request_timeout=TIMEOUT)
-        _collect(result, creates, futures, lambda c: c.target)
-    if grows := plan.by_kind("topic.partitions"):
-        futures = admin.create_partitions([NewPartitions(c.target, c.detail["to"]) for c in grows],
-                                          request_timeout=TIMEOUT)
-        _collect(result, grows, futures, lambda c: c.target)
-    if alters := plan.by_kind("topic.config"):
-        futures = admin.incremental_alter_configs([_config_resource(c) for c in alters],
-                                                  request_timeout=TIMEOUT)
-        _collect(result, alters, futures, lambda c: ConfigResource(ResourceType.TOPIC, c.target))
-    if adds := plan.by_kind("acl.create"):
-        bindings = [_acl_binding(c.detail) for c in adds]
-        futures = admin.create_acls(bindings, request_timeout=TIMEOUT)
-        by_id = dict(zip((id(c) for c in adds), bindings, strict=True))
-        _collect(result, adds, futures, lambda c: by_id[id(c)])
-    if removes := plan.by_kind("acl.delete"):
-        filters = [_acl_binding(c.detail, AclBindingFilter) for c in removes]
-        futures = admin.delete_acls(filters, request_timeout=TIMEOUT)
-        by_id = dict(zip((id(c) for c in removes), filters, strict=True))
-        _collect(result, removes, futures, lambda c: by_id[id(c)])
-    users = plan.by_kind("scram.create") + plan.by_kind("scram.rotate")
-    ready = [c for c in users if c.target in passwords]
-    for c in users:
-        if c.target not in passwords:
-            env = "HANZO_STREAM_PASSWORD_" + c.target.upper().replace("-", "_")
-            result.failed.append((c, f"no password for {c.target}: set {env} or pass "
-                                     "--secrets-file"))
+def _final_isr(changes: list[RaiseReplication], topic: str) -> int:
+    return next(c.min_insync_replicas.after for c in changes if c.topic == topic)
+
+
+# ---------------------------------------------------------------- handlers, one per change class
+
+Handler = Callable[[CountingAdmin, list[Any], Result, Env], None]
+
+
+def _create_topics(admin: Any, changes: list[CreateTopic], result: Result, env: Env) -> None:
+    futures = admin.create_topics([_new_topic(c) for c in changes], request_timeout=TIMEOUT)
+    _collect(result, changes, futures, lambda c: c.topic)
+
+
+def _add_partitions(admin: Any, changes: list[AddPartitions], result: Result, env: Env) -> None:
+    futures = admin.create_partitions([_new_partitions(c) for c in changes],
+                                      request_timeout=TIMEOUT)
+    _collect(result, changes, futures, lambda c: c.topic)
+
+
+def _alter_topic_configs(admin: Any, changes: list[AlterTopicConfigs], result: Result, env: Env) -> None:
+    answers = _alter_configs(admin, {(ResourceType.TOPIC, c.topic): {k: v.after for k, v in c.configs.items()}
+                                     for c in changes})
+    _record(result, changes, lambda c: answers[(ResourceType.TOPIC, c.topic)])
+
+
+def _record(result: Result, changes: Iterable[Change], error: Callable[[Any], str | None]) -> None:
+    for c in changes:
+        msg = error(c)
+        (result.failed.append((c, msg)) if msg else result.applied.append(c))
+
+
+def _create_acls(admin: Any, changes: list[CreateAcl], result: Result, env: Env) -> None:
+    bindings = {id(c): _acl_binding(c.acl) for c in changes}
+    futures = admin.create_acls(list(bindings.values()), request_timeout=TIMEOUT)
+    _collect(result, changes, futures, lambda c: bindings[id(c)])
+
+
+def _delete_acls(admin: Any, changes: list[DeleteAcl], result: Result, env: Env) -> None:
+    filters = {id(c): _acl_binding(c.acl, AclBindingFilter) for c in changes}
+    futures = admin.delete_acls(list(filters.values()), request_timeout=TIMEOUT)
+    _collect(result, changes, futures, lambda c: filters[id(c)])
+
+
+def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPassword], result: Result,
+                  env: Env) -> None:
+    ready = [c for c in changes if c.user in env.passwords]
+    for c in changes:
+        if c.user not in env.passwords:
+            var = "HANZO_STREAM_PASSWORD_" + c.user.upper().replace("-", "_")
+            result.failed.append((c, f"no password for {c.user}: set {var} or pass --secrets-file"))
     if ready:
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
         futures = admin.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(c.target, info, passwords[c.target].encode())
-             for c in ready], request_timeout=TIMEOUT)
-        _collect(result, ready, futures, lambda c: c.target)
-    if deletes := plan.by_kind("topic.delete"):
-        futures = admin.delete_topics([c.target for c in deletes], request_timeout=TIMEOUT)
-        _collect(result, deletes, futures, lambda c: c.target)
+            [UserScramCredentialUpsertion(c.user, info, env.passwords[c.user].encode()) for c in ready],
+            request_timeout=TIMEOUT)
+        _collect(result, ready, futures, lambda c: c.user)
+
+
+def _delete_topics(admin: Any, changes: list[DeleteTopic], result: Result, env: Env) -> None:
+    futures = admin.delete_topics([c.topic for c in changes], request_timeout=TIMEOUT)
+    _collect(result, changes, futures, lambda c: c.topic)
+
+
+def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], result: Result,
+                       env: Env) -> None:
+    """Throttle, start (or resume), wait in sync, unthrottle, elect leaders, raise min ISR.
+
+    Interrupted (Ctrl-C, a killed CI job), the move goes on in the brokers, still throttled;
+    the next apply lists the running reassignments and follows them instead of starting new
+    ones. The throttle goes only once every new replica is in sync.
+    """
+    live = list(changes)
+
+    def drop(failed: Mapping[str, str | None], what: str) -> None:
+        for c in [c for c in live if failed.get(c.topic)]:
+            result.failed.append((c, f"{what}: {failed[c.topic]}"))
+            live.remove(c)
+
+    # Topics' throttled replicas first, then the brokers' rates, then wait until every broker
+    # shows its rate: brokers apply metadata in order, so the topics' lists are in force too,
+    # and no byte is copied unthrottled (a small move would otherwise finish in that gap).
+    answers = _alter_configs(admin, _topic_configs(live))
+    drop({n: m for (_, n), m in answers.items()}, "setting the throttle")
+    brokers = {b for c in live for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
+    rates = _alter_configs(admin, _broker_rates(brokers, live[0].throttle))
+    if not (bad := {b: m for (_, b), m in rates.items() if m}):
+        bad = _await_rates(admin, brokers, live[0].throttle)
+    if bad:
+        for c in live:
+            result.failed.append((c, f"throttling broker(s) {', '.join(bad)} failed: "
+                                     f"{next(iter(bad.values()))}"))
+        return
+
+    # Resume, never restart: a partition moving already (or done since the plan) is left be.
+    running = admin.list_reassignments()
+    md = admin.list_topics(timeout=TIMEOUT)
+    start = {(c.topic, m.partition): m.replicas.after for c in live for m in c.moves
+             if (c.topic, m.partition) not in running and not _in_sync(md, c.topic, m.partition,
+                                                                          m.replicas.after)}
+    errors = admin.alter_reassignments(start) if start else {}
+    drop({t: f"partition {p}: {e}" for (t, p), e in errors.items() if e}, "starting the reassignment")
+    if not live:
+        return
+
+    if not _wait(admin, live, env):
+        for c in live:
+            result.failed.append((c, "the reassignment is still running (its replicas are not all "
+                                     "in sync yet); it goes on in the brokers, throttled: run "
+                                     "apply again to follow and finish it"))
+        return
+    _clear_throttle(admin, {c.topic: list(replication.TOPIC_THROTTLES) for c in live})
+    moved = [TopicPartition(c.topic, m.partition) for c in live for m in c.moves]
+    # Per partition "election not needed" is fine, and so is any other error: the
+    # controller's periodic preferred-leader rebalance gets there later anyway. (No timeout
+    # argument: confluent-kafka 2.16.1's elect_leaders raises SystemError on any keyword.)
+    with contextlib.suppress(Exception):
+        admin.elect_leaders(ElectionType.PREFERRED, moved).result()
+    answers = _alter_configs(admin, {(ResourceType.TOPIC, c.topic):
+                                     {MIN_ISR: str(c.min_insync_replicas.after)} for c in live})
+    _record(result, live, lambda c: answers[(ResourceType.TOPIC, c.topic)] and
+            f"replicas in sync, but raising {MIN_ISR} failed: {answers[(ResourceType.TOPIC, c.topic)]}")
+
+
+def _await_rates(admin: Any, brokers: Iterable[int], rate: int, timeout: float = TIMEOUT) -> dict[str, str]:
+    """Each broker's own answer for its throttled rates, until all show `rate`; what is still
+    missing at `timeout`, by broker."""
+    missing: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    for b in sorted(set(brokers)):
+        res = ConfigResource(ResourceType.BROKER, str(b))
+        while True:
+            try:  # one broker resource per call (librdkafka), answered by that broker itself
+                cfg = admin.describe_configs([res], request_timeout=TIMEOUT)[res].result()
+                shown = {k: cfg[k].value if k in cfg else None for k in replication.BROKER_RATES}
+            except Exception as e:  # retried until the deadline
+                shown = {"error": _message(e)}
+            if all(v == str(rate) for v in shown.values()):
+                break
+            if time.monotonic() > deadline:
+                missing[str(b)] = f"broker still shows {shown} after {timeout:.0f} s"
+                break
+            time.sleep(0.2)
+    return missing
+
+
+def _wait(admin: CountingAdmin, changes: list[RaiseReplication], env: Env) -> bool:
+    """Poll until no partition of these topics is moving and every target replica is in sync.
+    False when env.wait_s (or the default) runs out first."""
+    targets = {(c.topic, m.partition): m.replicas.after for c in changes for m in c.moves}
+    copying = {(c.topic, m.partition, b): m.bytes // max(len(m.new_replicas), 1)
+               for c in changes for m in c.moves for b in m.new_replicas}
+    total = sum(copying.values())
+    wait_s = env.wait_s
+    if wait_s is None:
+        wait_s = max(300.0, 3 * replication.estimate_seconds(
+            [m for c in changes for m in c.moves], changes[0].throttle))
+    started = time.monotonic()
+    topics = sorted({c.topic for c in changes})
+    while True:
+        md = admin.list_topics(timeout=TIMEOUT)
+        running = admin.list_reassignments()
+        done = sum(1 for (t, p), want in targets.items()
+                   if (t, p) not in running and _in_sync(md, t, p, want))
+        sizes = admin.log_dir_sizes(topics, {b for (_, _, b) in copying})
+        copied = sum(min(sizes.get(k, 0), n) for k, n in copying.items())
+        if env.progress:
+            env.progress(Progress(done, len(targets), total if done == len(targets) else copied,
+                                  total, time.monotonic() - started))
+        if done == len(targets):
+            return True
+        if time.monotonic() - started > wait_s:
+            return False
+        time.sleep(POLL_S)
+
+
+def _in_sync(md: Any, topic: str, partition: int, want: tuple[int, ...] | None) -> bool:
+    t = md.topics.get(topic)
+    p = t.partitions.get(partition) if t else None
+    return bool(p) and set(p.replicas) == set(want or ()) and set(want or ()) <= set(p.isrs)
+
+
+def _clear_throttle(admin: Any, topics: Mapping[str, list[str]]) -> dict[str, str | None]:
+    """Brokers' throttled rates first, then the topics' throttled replicas: the topic configs
+    are what the next plan sees, so an interruption in between still leaves a trace to clean."""
+    brokers = sorted(admin.list_topics(timeout=TIMEOUT).brokers)
+    rates = _alter_configs(admin, _broker_rates(brokers, None))
+    if bad := [m for m in rates.values() if m]:
+        return dict.fromkeys(topics, f"removing the brokers' throttled rates failed: {bad[0]}")
+    answers = _alter_configs(admin, {(ResourceType.TOPIC, t): dict.fromkeys(keys)
+                                     for t, keys in topics.items()})
+    return {n: m for (_, n), m in answers.items()}
+
+
+def _clear_throttles(admin: Any, changes: list[ClearThrottle], result: Result, env: Env) -> None:
+    answers = _clear_throttle(admin, {c.topic: list(c.configs) for c in changes})
+    _record(result, changes, lambda c: answers.get(c.topic))
+
+
+HANDLERS: dict[type[Change], Handler] = {
+    CreateTopic: _create_topics, AddPartitions: _add_partitions,
+    AlterTopicConfigs: _alter_topic_configs, CreateAcl: _create_acls, DeleteAcl: _delete_acls,
+    CreateScramUser: _upsert_scram, RotateScramPassword: _upsert_scram,
+    DeleteTopic: _delete_topics, RaiseReplication: _raise_replication,
+    ClearThrottle: _clear_throttles,
+}
+
+
+def execute(admin: CountingAdmin | Any, plan: Plan, passwords: Mapping[str, str],
+            progress: Callable[[Progress], None] | None = None, wait_s: float | None = None) -> Result:
+    """Run every batch in ORDER; SCRAM creates and rotations share one request."""
+    result = Result()
+    env = Env(passwords, progress, wait_s)
+    scram = plan.of(CreateScramUser) + plan.of(RotateScramPassword)
+    for cls in CHANGE_TYPES:
+        batch = scram if cls is CreateScramUser else [] if cls is RotateScramPassword else plan.of(cls)
+        if batch:
+            HANDLERS[cls](admin, batch, result, env)
     return result
+

@@ -2,22 +2,23 @@
 
 One metadata call for every topic, one DescribeConfigs for all of them, one DescribeAcls
 with a match-anything filter, one DescribeUserScramCredentials: a plan costs four round
-trips whether the cluster has ten topics or ten thousand.
+trips whether the cluster has ten topics or ten thousand. Only when a partition has replicas
+out of sync, or a topic carries the reconciler's throttle (the marks of a running move), is
+ListPartitionReassignments asked too, and
+only for the topics a plan would move are sizes read (observe_moves).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     ConfigResource,
     ConfigSource,
     ResourcePatternType,
@@ -25,48 +26,39 @@ from confluent_kafka.admin import (
 )
 
 from ..registry.model import Acl
+from .admin import CountingAdmin
+from .replication import TOPIC_THROTTLES
 
 TIMEOUT = 30.0
-MUTATING = {"create_topics", "create_partitions", "incremental_alter_configs", "create_acls",
-            "delete_acls", "alter_user_scram_credentials", "delete_topics"}
 
 
 def is_internal(topic: str) -> bool:
-    """Topics no reconciler may ever touch: Kafka's own (__*) and other systems' (_schemas, _*)."""
+    """Topics no reconciler may ever touch: Kafka's own (__*) and other systems' (_*)."""
     return topic.startswith("_")
-
-
-class CountingAdmin:
-    """AdminClient wrapper counting requests, so tests and benchmarks can prove idempotence."""
-
-    def __init__(self, admin: AdminClient):
-        self._admin = admin
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._admin, name)
-        if not callable(attr):
-            return attr
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            kind = "validate" if kwargs.get("validate_only") else name
-            self.calls[kind] += 1
-            return attr(*args, **kwargs)
-
-        return counted
-
-    @property
-    def mutations(self) -> int:
-        return sum(n for k, n in self.calls.items() if k in MUTATING)
 
 
 @dataclass(frozen=True)
 class TopicState:
     name: str
     partitions: int
-    replication_factor: int
+    replication_factor: int  # settled: the fewest replicas a partition holds, new ones not counted
     configs: dict[str, str] = field(default_factory=dict)  # effective values
     dynamic: frozenset[str] = frozenset()  # keys set on the topic itself
+    replicas: tuple[tuple[int, ...], ...] = ()  # per partition, preferred leader first
+    isr: tuple[tuple[int, ...], ...] = ()
+    moving: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    #        partition -> (replicas being added, being removed) of a running reassignment
+    sizes: dict[int, int] = field(default_factory=dict)  # partition -> bytes (observe_sizes)
+
+    def settled(self, p: int) -> tuple[int, ...]:
+        """The replicas partition p holds, not counting those a running move is adding."""
+        adding = self.moving.get(p, ((), ()))[0]
+        return tuple(b for b in self.replicas[p] if b not in adding)
+
+    def target(self, p: int) -> tuple[int, ...]:
+        """The replicas partition p will hold once a running move ends (now, if none runs)."""
+        removing = self.moving.get(p, ((), ()))[1]
+        return tuple(b for b in self.replicas[p] if b not in removing)
 
 
 @dataclass(frozen=True)
@@ -74,15 +66,18 @@ class ClusterState:
     topics: dict[str, TopicState]
     acls: frozenset[Acl]
     scram_users: dict[str, frozenset[str]]  # user -> mechanisms
+    brokers: tuple[int, ...] = ()
 
     def fingerprint(self) -> str:
-        """A digest of everything a plan depends on; a saved plan is only valid against it."""
+        """A digest of everything a plan depends on; a saved plan is only valid against it.
+        The replication throttle is left out: it comes and goes with a move the plan resumes."""
         doc = {
             "topics": {n: [t.partitions, t.replication_factor,
-                           {k: t.configs[k] for k in sorted(t.dynamic)}]
+                           {k: t.configs[k] for k in sorted(t.dynamic - set(TOPIC_THROTTLES))}]
                        for n, t in sorted(self.topics.items())},
             "acls": sorted(str(a) for a in self.acls),
             "scram": {u: sorted(m) for u, m in sorted(self.scram_users.items())},
+            "brokers": sorted(self.brokers),
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -95,7 +90,7 @@ def _enum(v: Any) -> str:
     return v.name if hasattr(v, "name") else str(v)
 
 
-def observe(admin: AdminClient | CountingAdmin) -> ClusterState:
+def observe(admin: CountingAdmin | Any) -> ClusterState:
     md = admin.list_topics(timeout=TIMEOUT)
     names = sorted(n for n in md.topics if not is_internal(n))
     configs: dict[str, tuple[dict[str, str], frozenset[str]]] = {}
@@ -109,13 +104,17 @@ def observe(admin: AdminClient | CountingAdmin) -> ClusterState:
                 frozenset(k for k, e in entries.items()
                           if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG),
             )
+    parts = {n: [md.topics[n].partitions[p] for p in sorted(md.topics[n].partitions)] for n in names}
     topics = {}
     for n in names:
-        t = md.topics[n]
-        parts = t.partitions
-        rf = len(next(iter(parts.values())).replicas) if parts else 0
         cfg, dyn = configs.get(n, ({}, frozenset()))
-        topics[n] = TopicState(n, len(parts), rf, cfg, dyn)
+        topics[n] = _settle(TopicState(n, len(parts[n]), 0, cfg, dyn,
+                                       replicas=tuple(tuple(p.replicas) for p in parts[n]),
+                                       isr=tuple(tuple(p.isrs) for p in parts[n])))
+    # The marks of a running move: replicas out of sync, or our throttle on a topic.
+    if any(len(i) < len(r) for t in topics.values() for r, i in zip(t.replicas, t.isr, strict=True)) or \
+            any(set(TOPIC_THROTTLES) & t.dynamic for t in topics.values()):
+        topics = with_moves(topics, _counting(admin).list_reassignments())
 
     bindings = admin.describe_acls(ANY_ACL, request_timeout=TIMEOUT).result()
     acls = frozenset(
@@ -126,4 +125,41 @@ def observe(admin: AdminClient | CountingAdmin) -> ClusterState:
     scram = admin.describe_user_scram_credentials(request_timeout=TIMEOUT).result()
     users = {u: frozenset(_enum(i.mechanism).replace("_", "-") for i in d.scram_credential_infos)
              for u, d in scram.items()}
-    return ClusterState(topics, acls, users)
+    return ClusterState(topics, acls, users, tuple(sorted(md.brokers)))
+
+
+def _counting(admin: Any) -> CountingAdmin:
+    return admin if isinstance(admin, CountingAdmin) else CountingAdmin(admin)
+
+
+def _settle(t: TopicState) -> TopicState:
+    return replace(t, replication_factor=min((len(t.settled(p)) for p in range(t.partitions)),
+                                             default=0))
+
+
+def with_moves(topics: dict[str, TopicState],
+               running: dict[tuple[str, int], tuple[tuple[int, ...], ...]]) -> dict[str, TopicState]:
+    """Topics with the controller's running reassignments: its replica lists win over the
+    brokers' metadata, which may not show a move that just started."""
+    out = dict(topics)
+    for (n, p), (replicas, adding, removing) in sorted(running.items()):
+        if n in out and p < out[n].partitions:
+            t = out[n]
+            reps = t.replicas[:p] + (replicas,) + t.replicas[p + 1:]
+            out[n] = replace(t, replicas=reps, moving=t.moving | {p: (adding, removing)})
+    moved = {n for n, _ in running}
+    return {n: _settle(t) if n in moved else t for n, t in out.items()}
+
+
+def observe_moves(admin: CountingAdmin, state: ClusterState, topics: set[str]) -> ClusterState:
+    """What a plan that moves `topics` needs beyond observe(): their partition sizes (largest
+    replica, bytes) and, straight from the controller, the reassignments already running."""
+    out = with_moves(state.topics, admin.list_reassignments())
+    sizes = admin.log_dir_sizes(topics)
+    for n in topics & set(out):
+        per_p: dict[int, int] = {}
+        for (t, p, _), size in sizes.items():
+            if t == n:
+                per_p[p] = max(per_p.get(p, 0), size)
+        out[n] = replace(out[n], sizes=per_p)
+    return replace(state, topics=out)

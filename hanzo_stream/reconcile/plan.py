@@ -7,59 +7,42 @@ Ownership rules (docs/reconciler.md):
   effective value, so broker defaults never show as diffs and other keys are never reset;
 - ACLs: compared as sets for the principals the registry declares; other principals'
   ACLs are left alone unless --allow-delete;
-- SCRAM users: created when missing; passwords are rotated only with --rotate-passwords.
+- SCRAM users: created when missing; passwords are rotated only with --rotate-passwords;
+- replication: a topic's factor (its own, or the registry's profile) only grows, as a throttled
+  reassignment (replication.py); min.insync.replicas follows it, rising only after the move.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TypeVar
 
-from ..registry.model import Acl, Registry
-from .observe import ClusterState, is_internal
+from ..broker_config import PROFILES, Replication
+from ..registry.model import Registry
+from . import replication
+from .changes import (
+    ORDER,
+    AddPartitions,
+    AlterTopicConfigs,
+    Change,
+    ClearThrottle,
+    CreateAcl,
+    CreateScramUser,
+    CreateTopic,
+    DeleteAcl,
+    DeleteTopic,
+    Diff,
+    RaiseReplication,
+    RotateScramPassword,
+    from_dict,
+)
+from .observe import ClusterState, TopicState, is_internal
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
-
-
-@dataclass(frozen=True)
-class Change:
-    """One mutation. `kind` orders and batches them; `detail` is JSON-ready."""
-
-    kind: str  # topic.create | topic.partitions | topic.config | acl.create | acl.delete |
-    #            scram.create | scram.rotate | topic.delete
-    target: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def symbol(self) -> str:
-        return {"create": "+", "delete": "-"}.get(self.kind.split(".")[1], "~")
-
-    def describe(self) -> str:
-        d = self.detail
-        match self.kind:
-            case "topic.create":
-                cfg = ", ".join(f"{k}={v}" for k, v in d["configs"].items())
-                rf = d["replication_factor"] if d["replication_factor"] > 0 else "default"
-                return f"topic {self.target}: {d['partitions']} partitions, RF {rf}, {cfg}"
-            case "topic.partitions":
-                return f"topic {self.target}: partitions {d['from']} -> {d['to']}"
-            case "topic.config":
-                return f"topic {self.target}: " + ", ".join(
-                    f"{k}: {v['from']} -> {v['to']}" for k, v in d["set"].items())
-            case "acl.create" | "acl.delete":
-                return str(Acl(**d))
-            case "scram.create":
-                return f"SCRAM-SHA-512 user {self.target}"
-            case "scram.rotate":
-                return f"SCRAM-SHA-512 user {self.target}: rotate password"
-            case "topic.delete":
-                return f"topic {self.target} (not in the registry; {d['partitions']} partitions)"
-        return f"{self.kind} {self.target}"
-
-
-ORDER = ("topic.create", "topic.partitions", "topic.config", "acl.create", "acl.delete",
-         "scram.create", "scram.rotate", "topic.delete")
+FORMAT = "hanzo-stream-plan/2"  # /1 had untyped `detail` dicts; changes now carry before/after
+MIN_ISR = "min.insync.replicas"
+C = TypeVar("C", bound=Change)
 
 
 @dataclass
@@ -75,21 +58,22 @@ class Plan:
         """terraform's -detailed-exitcode: 0 nothing to do, 2 changes pending, 1 error."""
         return 1 if self.errors else (2 if self.changes else 0)
 
-    def by_kind(self, kind: str) -> list[Change]:
-        return [c for c in self.changes if c.kind == kind]
+    def of(self, cls: type[C]) -> list[C]:
+        return [c for c in self.changes if isinstance(c, cls)]
 
     def to_json(self) -> str:
-        return json.dumps({"format": "hanzo-stream-plan/1", "registry": self.registry,
+        return json.dumps({"format": FORMAT, "registry": self.registry,
                            "fingerprint": self.fingerprint, "exit_code": self.exit_code,
-                           "changes": [asdict(c) for c in self.changes],
+                           "changes": [c.to_dict() for c in self.changes],
                            "errors": self.errors, "notes": self.notes}, indent=2)
 
     @staticmethod
     def from_json(text: str) -> Plan:
         doc = json.loads(text)
-        if doc.get("format") != "hanzo-stream-plan/1":
-            raise ValueError("not a hanzo-stream plan file (format hanzo-stream-plan/1)")
-        return Plan([Change(**c) for c in doc["changes"]], doc["errors"], doc["notes"],
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"not a plan this hanzo-stream can apply (format {doc.get('format')!r}, "
+                             f"expected {FORMAT}): run plan again")
+        return Plan([from_dict(c) for c in doc["changes"]], doc["errors"], doc["notes"],
                     doc["fingerprint"], doc.get("registry", ""))
 
 
@@ -99,6 +83,33 @@ class Options:
     max_deletions: int = 0
     rotate_passwords: bool = False
     available_passwords: frozenset[str] = frozenset()  # principals with a password at hand
+    throttle: int = replication.DEFAULT_THROTTLE  # bytes/s per broker while replicas copy
+
+
+def profile_of(reg: Registry, state: ClusterState) -> Replication:
+    """The replication profile in force: the registry's, or the one for the cluster's size."""
+    if reg.replication_profile and reg.replication_profile != "cluster":
+        return PROFILES[reg.replication_profile]
+    return Replication.for_cluster(len(state.brokers))
+
+
+def desired_replication(reg: Registry, state: ClusterState) -> dict[str, tuple[int, int]]:
+    """topic -> (replication factor, min ISR), for each registry topic whose replication is
+    managed: it states its own factor, or the registry names a profile."""
+    profile = profile_of(reg, state)
+    out = {}
+    for t in reg.topics:
+        rf = t.replication_factor or (
+            profile.default_replication_factor if reg.replication_profile else None)
+        if rf:
+            out[t.name] = (rf, profile.min_isr_for(rf))
+    return out
+
+
+def topics_to_grow(reg: Registry, state: ClusterState) -> set[str]:
+    """Live topics whose replication factor the registry raises (their sizes make the plan)."""
+    return {n for n, (rf, _) in desired_replication(reg, state).items()
+            if n in state.topics and rf > state.topics[n].replication_factor}
 
 
 def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> Plan:
@@ -106,14 +117,19 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
     errors: list[str] = []
     notes: list[str] = []
     f = reg.path
+    want = desired_replication(reg, state)
+    growing = _check_replication(reg, state, want, errors)
+    placed = replication.place(state.brokers, _everywhere(state), growing) if growing else {}
 
     for t in reg.topics:
         live = state.topics.get(t.name)
         desired_cfg = t.managed_configs()
+        if t.name in want:
+            desired_cfg[MIN_ISR] = str(want[t.name][1])
         if live is None:
-            changes.append(Change("topic.create", t.name, {
-                "partitions": t.partitions, "replication_factor": t.replication_factor or -1,
-                "configs": desired_cfg}))
+            rf = want[t.name][0] if t.name in want else None
+            changes.append(CreateTopic(t.name, Diff(None, t.partitions), Diff(None, rf),
+                                       {k: Diff(None, v) for k, v in desired_cfg.items()}))
             continue
         if t.partitions < live.partitions:
             errors.append(
@@ -121,19 +137,20 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                 f"{live.partitions}; Kafka cannot remove partitions (keys would move). "
                 f"Fix: set partitions: {live.partitions} (or more)")
         elif t.partitions > live.partitions:
-            changes.append(Change("topic.partitions", t.name,
-                                  {"from": live.partitions, "to": t.partitions}))
-        if t.replication_factor and t.replication_factor != live.replication_factor:
-            errors.append(
-                f"{f}: topics[{t.name}].replication_factor: {t.replication_factor} differs from "
-                f"the live {live.replication_factor}; changing it needs a throttled partition "
-                f"reassignment, which the reconciler does not do. Fix: set "
-                f"replication_factor: {live.replication_factor} and follow "
-                f"docs/runbooks/replication-factor.md")
-        drift = {k: {"from": live.configs.get(k), "to": v}
+            changes.append(AddPartitions(t.name, Diff(live.partitions, t.partitions),
+                                         _new_replicas(t.name, live.partitions, t.partitions,
+                                                       want.get(t.name), state)))
+        if t.name in growing:
+            changes.append(_raise(live, want[t.name], profile_of(reg, state), placed, opts))
+            desired_cfg.pop(MIN_ISR)  # the move owns it: lowered before, raised after
+        elif any(k in live.dynamic for k in replication.TOPIC_THROTTLES):
+            changes.append(ClearThrottle(t.name, {k: Diff(live.configs.get(k), None)
+                                                  for k in replication.TOPIC_THROTTLES
+                                                  if k in live.dynamic}))
+        drift = {k: Diff(live.configs.get(k), v)
                  for k, v in desired_cfg.items() if live.configs.get(k) != v}
         if drift:
-            changes.append(Change("topic.config", t.name, {"set": drift}))
+            changes.append(AlterTopicConfigs(t.name, drift))
 
     declared = {t.name for t in reg.topics}
     strays = sorted(n for n in state.topics if n not in declared and not is_internal(n))
@@ -144,17 +161,16 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
 
     desired_acls = reg.acls()
     owned = reg.owned_principals()
-    for acl in sorted(desired_acls - state.acls):
-        changes.append(Change("acl.create", acl.principal, asdict(acl)))
+    changes.extend(CreateAcl(acl) for acl in sorted(desired_acls - state.acls))
     unowned_extra = []
     for acl in sorted(state.acls - desired_acls):
         if acl.principal in owned:
-            changes.append(Change("acl.delete", acl.principal, asdict(acl)))
+            changes.append(DeleteAcl(acl))
         elif acl.principal.startswith("User:"):
             unowned_extra.append(acl)
     if unowned_extra:
         if opts.allow_delete:
-            changes.extend(Change("acl.delete", a.principal, asdict(a)) for a in unowned_extra)
+            changes.extend(DeleteAcl(a) for a in unowned_extra)
         else:
             who = sorted({a.principal for a in unowned_extra})
             notes.append(f"{len(unowned_extra)} ACL(s) of principals not in the registry left "
@@ -164,7 +180,7 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
     for p in sorted(reg.principal_names()):
         has = SCRAM_MECHANISM in state.scram_users.get(p, frozenset())
         if not has or opts.rotate_passwords:
-            changes.append(Change("scram.rotate" if has else "scram.create", p, {}))
+            changes.append(RotateScramPassword(p) if has else CreateScramUser(p))
             if p not in opts.available_passwords:
                 missing.append(p)
     if missing:
@@ -174,15 +190,79 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                      "--secrets-file")
 
     if opts.allow_delete:
-        deletions = [n for n in strays]
-        if len(deletions) > opts.max_deletions:
+        if len(strays) > opts.max_deletions:
             errors.append(
-                f"{len(deletions)} topic deletion(s) exceed --max-deletions "
-                f"{opts.max_deletions}: {', '.join(deletions[:10])}. Fix: raise "
+                f"{len(strays)} topic deletion(s) exceed --max-deletions "
+                f"{opts.max_deletions}: {', '.join(strays[:10])}. Fix: raise "
                 "--max-deletions deliberately, or add the topics back to the registry")
         else:
-            changes.extend(Change("topic.delete", n, {"partitions": state.topics[n].partitions})
-                           for n in deletions)
+            changes.extend(DeleteTopic(n, state.topics[n].partitions) for n in strays)
 
-    changes.sort(key=lambda c: (ORDER.index(c.kind), c.target, json.dumps(c.detail, sort_keys=True)))
+    changes.sort(key=lambda c: (ORDER.index(c.KIND), c.target,
+                                json.dumps(c.to_dict(), sort_keys=True)))
     return Plan(changes, errors, notes, state.fingerprint(), reg.path)
+
+
+def _check_replication(reg: Registry, state: ClusterState, want: dict[str, tuple[int, int]],
+                       errors: list[str]) -> dict[str, int]:
+    """The topics whose factor may grow now (topic -> target); refusals go to `errors`."""
+    f = reg.path
+    growing = {}
+    for name, (rf, _) in sorted(want.items()):
+        live = state.topics.get(name)
+        where = (f"{f}: topics[{name}].replication_factor" if reg.topic(name).replication_factor
+                 else f"{f}: replication.profile ({reg.replication_profile}) for topic {name}")
+        if live is None:
+            if state.brokers and rf > len(state.brokers):
+                errors.append(f"{where}: {rf} replicas need {rf} brokers; the cluster has "
+                              f"{len(state.brokers)}. Fix: add brokers first (docs/runbooks/"
+                              "scaling-1-to-3.md), or lower the replication factor")
+            continue
+        foreign = sorted(p for p in live.moving if len(live.target(p)) != rf)
+        if rf < live.replication_factor:
+            errors.append(
+                f"{where}: {rf} is below the live {live.replication_factor}; the reconciler "
+                "never removes replicas (each one is a copy of acknowledged data, and a "
+                "one-line registry edit should not drop it). Fix: set replication_factor: "
+                f"{live.replication_factor} (or the profile that gives it); to really lower "
+                "it, reassign by hand (docs/reconciler.md#replication-factor)")
+        elif rf > len(state.brokers):
+            errors.append(f"{where}: {rf} replicas need {rf} brokers; the cluster has "
+                          f"{len(state.brokers)}. Fix: add brokers first (docs/runbooks/"
+                          "scaling-1-to-3.md), or lower the replication factor")
+        elif foreign:
+            errors.append(
+                f"{where}: partition(s) {', '.join(map(str, foreign))} of {name} are being "
+                "reassigned to another replica count by someone else. Fix: wait for that "
+                "reassignment to finish, or cancel it (kafka-reassign-partitions --cancel)")
+        elif rf > live.replication_factor:
+            growing[name] = rf
+    return growing
+
+
+def _everywhere(state: ClusterState) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Every partition's replicas once running moves end: what placement balances against."""
+    return {(n, p): t.target(p) for n, t in state.topics.items() for p in range(t.partitions)}
+
+
+def _new_replicas(topic: str, have: int, total: int, want: tuple[int, int] | None,
+                  state: ClusterState) -> tuple[tuple[int, ...], ...]:
+    """Where new partitions go when the topic's factor is managed: placed like a move, at the
+    factor the registry wants (so they need no move later). () leaves it to the brokers."""
+    if not want or not state.brokers or want[0] > len(state.brokers):
+        return ()
+    new = {(topic, p): () for p in range(have, total)}
+    placed = replication.place(state.brokers, _everywhere(state) | new, {topic: want[0]})
+    return tuple(placed[(topic, p)] for p in range(have, total))
+
+
+def _raise(live: TopicState, want: tuple[int, int], profile: Replication,
+           placed: dict[tuple[str, int], tuple[int, ...]], opts: Options) -> RaiseReplication:
+    rf, isr = want
+    targets = {p: placed.get((live.name, p), live.target(p)) for p in range(live.partitions)}
+    settled = {p: live.settled(p) for p in range(live.partitions)}
+    moves = replication.moves(settled, targets, live.sizes, running=live.moving)
+    now = int(live.configs.get(MIN_ISR, "1"))
+    safe_now = profile.min_isr_for(live.replication_factor)
+    return RaiseReplication(live.name, Diff(live.replication_factor, rf), Diff(now, isr), moves,
+                            opts.throttle, safe_now if now > safe_now else None)

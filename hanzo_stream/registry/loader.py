@@ -202,6 +202,7 @@ def _build(data: dict, file: str) -> Registry:
         topics=topics,
         groups=groups,
         extra_grants=tuple(grants),
+        replication_profile=data.get("replication", {}).get("profile"),
     )
 
 

@@ -33,7 +33,7 @@ class Topic:
     description: str = ""
     event_types: tuple[str, ...] = ()
     producers: tuple[str, ...] = ()
-    replication_factor: int | None = None  # None: the cluster's default.replication.factor
+    replication_factor: int | None = None  # None: the registry's replication profile, if any
     config: dict[str, str] = field(default_factory=dict)  # extra managed topic configs
     exceptions: dict[str, str] = field(default_factory=dict)
 
@@ -96,6 +96,9 @@ class Registry:
     topics: tuple[Topic, ...]
     groups: tuple[Group, ...]
     extra_grants: tuple[ExtraGrant, ...] = ()
+    # `replication.profile`: "cluster" (by broker count), a name in broker_config.PROFILES,
+    # or None (replication factors of topics without their own are not managed).
+    replication_profile: str | None = None
 
     def topic(self, name: str) -> Topic:
         return next(t for t in self.topics if t.name == name)

@@ -26,7 +26,10 @@ FORBIDDEN_CONFIGS = {
     "cleanup.policy": "the standard fixes cleanup.policy=delete (no compaction)",
     "retention.ms": "set `retention:` instead (e.g. 7d)",
     "unclean.leader.election.enable": "unclean leader election loses acknowledged writes",
-    "min.insync.replicas": "min ISR is a per-environment broker setting (Pulumi stack)",
+    "min.insync.replicas": "min ISR follows the replication profile (`replication:`, "
+                           "docs/reconciler.md#replication-factor)",
+    "leader.replication.throttled.replicas": "the reconciler sets it only while it moves replicas",
+    "follower.replication.throttled.replicas": "the reconciler sets it only while it moves replicas",
 }
 
 

@@ -66,6 +66,12 @@ class Cluster:
 
         return AdminClient(self.admin.confluent())
 
+    def counting_admin(self):
+        """The reconciler's admin (confluent-kafka, plus kafka-python for reassignments)."""
+        from hanzo_stream.reconcile import CountingAdmin
+
+        return CountingAdmin.connect(self.admin)
+
 
 def _start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
     creds = credentials.load_or_create(home / "credentials.json",
@@ -106,13 +112,11 @@ def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
 
 def apply_registry(cluster: Cluster, registry: Registry):
     """Apply a registry as the reconciler does in production; returns (plan, result, admin)."""
-    from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
+    from hanzo_stream.reconcile import reconcile
 
-    admin = CountingAdmin(cluster.admin_client())
-    passwords = dict(cluster.creds.principals)
-    plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset(passwords)))
+    admin = cluster.counting_admin()
+    plan, result = reconcile(admin, registry, dict(cluster.creds.principals))
     assert not plan.errors, plan.errors
-    result = execute(admin, plan, passwords)
     assert result.ok, result.failed
     return plan, result, admin
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -24,22 +27,29 @@ from confluent_kafka.admin import (
 from typer.testing import CliRunner
 
 from hanzo_stream.cli import app
-from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
+from hanzo_stream.reconcile import Options, execute, make_plan, observe
+from hanzo_stream.reconcile import plan as reconcile_plan
+from hanzo_stream.reconcile.changes import DeleteTopic
+from hanzo_stream.reconcile.run import await_visible
 from hanzo_stream.registry import load_registry
 from hanzo_stream.registry.model import Acl
 
-from .conftest import Cluster, apply_registry
+from .conftest import Cluster, apply_registry, wait_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(cluster: Cluster, *args: str, principal: str = "admin") -> tuple[int, str]:
+def invoke(cluster: Cluster, *args: str, principal: str = "admin"):
     conn = cluster.as_(principal)
     env = {k: v for k, v in (line.split(" ", 1)[1].split("=", 1)
                              for line in conn.env_exports().splitlines())}
     env = {k: v.strip("'") for k, v in env.items()}
-    result = CliRunner().invoke(app, list(args), env=env)
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def cli(cluster: Cluster, *args: str, principal: str = "admin") -> tuple[int, str]:
+    result = invoke(cluster, *args, principal=principal)
     return result.exit_code, result.output
 
 
@@ -100,21 +110,23 @@ def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):
     for f in admin.create_acls([extra, foreign]).values():
         f.result()
 
-    plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset()))
-    described = sorted(f"{c.symbol} {c.describe()}" for c in plan.changes)
+    opts = Options(available_passwords=frozenset())
+    counted = hip_cluster.counting_admin()
+    plan = reconcile_plan(counted, registry, opts)
+    described = sorted(f"{c.SYMBOL} {c.describe()}" for c in plan.changes)
     assert described == [
         "+ User:llm-gateway ALLOW WRITE on topic llm_usage",
         "- User:llm-gateway ALLOW READ on topic audit_log",
         f"~ topic audit_log: retention.ms: 3600000 -> {90 * 86_400_000}",
     ]
     assert any("not-in-registry" in n for n in plan.notes)
-    result = execute(CountingAdmin(admin), plan, {})
-    assert result.ok
+    result = execute(counted, plan, {})
+    assert result.ok and await_visible(counted, registry, result.applied, opts)
     state = observe(admin)
     assert state.topics["audit_log"].configs["retention.ms"] == str(90 * 86_400_000)
     assert state.topics["audit_log"].configs["segment.bytes"] == "16777216"  # left alone
     assert Acl("User:not-in-registry", "TOPIC", "audit_log", "LITERAL", "READ") in state.acls
-    assert make_plan(registry, state, Options(available_passwords=frozenset())).changes == []
+    assert make_plan(registry, state, opts).changes == []
 
 
 def test_destructive_changes_are_refused_and_change_nothing(hip_cluster, registry, tmp_path):
@@ -133,12 +145,13 @@ def test_deletion_is_opt_in_capped_and_spares_internal_topics(hip_cluster, regis
     admin = hip_cluster.admin_client()
     for f in admin.create_topics([NewTopic("stray_one", 1), NewTopic("_internal_thing", 1)]).values():
         f.result()
-    plan = make_plan(registry, observe(admin), Options())
-    assert not plan.by_kind("topic.delete") and "stray_one" in " ".join(plan.notes)
-    capped = make_plan(registry, observe(admin), Options(allow_delete=True, max_deletions=0))
+    counted = hip_cluster.counting_admin()
+    plan = reconcile_plan(counted, registry, Options())
+    assert not plan.of(DeleteTopic) and "stray_one" in " ".join(plan.notes)
+    capped = reconcile_plan(counted, registry, Options(allow_delete=True, max_deletions=0))
     assert capped.exit_code == 1
-    allowed = make_plan(registry, observe(admin), Options(allow_delete=True, max_deletions=1))
-    assert [c.target for c in allowed.by_kind("topic.delete")] == ["stray_one"]
+    allowed = reconcile_plan(counted, registry, Options(allow_delete=True, max_deletions=1))
+    assert [c.topic for c in allowed.of(DeleteTopic)] == ["stray_one"]
     assert execute(admin, allowed, {}).ok
     topics = admin.list_topics(timeout=10).topics
     assert "stray_one" not in topics and "_internal_thing" in topics
@@ -248,3 +261,128 @@ def test_validate_command(tmp_path):
     assert result.exit_code == 1
     assert "topics[events_plugin_ingestion].partitions" in result.output
     assert load_registry(ROOT / "topics.yaml").topic("events_plugin_ingestion").partitions == 16
+
+
+def _count_records(cluster: Cluster, topic: str) -> list[bytes]:
+    """Every record value in the topic, read from the beginning by the admin."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer(cluster.admin.confluent() | {"group.id": f"count-{topic}", "enable.auto.commit": False})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        values, at = [], dict.fromkeys(parts, 0)
+        deadline = time.monotonic() + 60
+        while any(at[p] < ends[p] for p in parts) and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                values.append(m.value())
+                at[m.partition()] = m.offset() + 1
+        return values
+    finally:
+        c.close()
+
+
+def test_replication_factor_grows_by_a_throttled_reassignment_that_resumes(kafka_cluster3, registry,
+                                                                           tmp_path):
+    """One registry line (`replication: {profile: cluster}`) raises a topic from RF 1 to the
+    3-broker profile: plan shows the moves, apply is interrupted mid-way and re-run, and it ends
+    with 3 in-sync replicas everywhere, no throttle, every record, min ISR 2 only at the end."""
+    from confluent_kafka import Producer
+
+    from hanzo_stream.reconcile import plan, reconcile
+    from hanzo_stream.reconcile.changes import RaiseReplication
+    from hanzo_stream.reconcile.replication import BROKER_RATES, TOPIC_THROTTLES
+
+    # ~2 MiB per copy of the topic; the busiest leader serves ~2 MiB. Kafka lets a throttled
+    # copy burst ~10 windows' worth (10 s x rate) first, so at 64 KiB/s it runs ~20 s: time to
+    # interrupt, look, and resume while it still runs.
+    name, records, throttle = "grow_me", 2000, 64 * 1024
+    apply_registry(kafka_cluster3, registry)  # HIP converged first: the interrupt hits the move
+    admin = kafka_cluster3.counting_admin()
+    admin.create_topics([NewTopic(name, 4, 1, config={"min.insync.replicas": "1"})])[name].result()
+    p = Producer(kafka_cluster3.admin.confluent() | {"acks": "all", "linger.ms": 20})
+    for i in range(records):
+        p.produce(name, f"{i:08d}".encode() + b"x" * 1016, key=str(i).encode())
+    assert p.flush(60) == 0
+
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["replication"] = {"profile": "cluster"}
+    data["topics"].append({"name": name, "partitions": 4, "retention": "1d", "key": "team_id"})
+    reg_file = tmp_path / "topics.yaml"
+    reg_file.write_text(yaml.safe_dump(data))
+    reg = load_registry(reg_file)
+
+    code, output = cli(kafka_cluster3, "plan", "--registry", str(reg_file), "--throttle", str(throttle))
+    assert code == 2, output
+    assert f"topic {name}: replication factor 1 -> 3, 4 partition(s) move" in output, output
+    assert "64.0 KiB/s per broker" in output and "min.insync.replicas -> 2 once" in output
+    [planned] = plan(admin, reg, Options(throttle=throttle)).of(RaiseReplication)
+    assert planned.bytes >= 2 * records * 1024  # every record, copied to two new replicas
+
+    opts = Options(available_passwords=frozenset(kafka_cluster3.creds.principals), throttle=throttle)
+    seen = []
+
+    def interrupt(progress):
+        seen.append(progress)
+        raise KeyboardInterrupt  # Ctrl-C at the first progress report, as a person would
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        reconcile(admin, reg, dict(kafka_cluster3.creds.principals), opts, progress=interrupt)
+    interrupted_at = time.monotonic() - started
+    assert seen[0].partitions_done < seen[0].partitions == 4
+    running = admin.list_reassignments()  # the controller's answer: authoritative
+    assert {tp for tp in running if tp[0] == name}, "the move runs on without apply"
+    # Each broker applies metadata a moment after the controller: wait for it to show.
+    def throttled():
+        t = observe(admin).topics[name]
+        return t if set(TOPIC_THROTTLES) <= t.dynamic else None
+
+    live = wait_for(throttled, 30, "the topic's throttled replicas")
+    assert live.configs["min.insync.replicas"] == "1"  # not raised mid-move
+
+    code, output = cli(kafka_cluster3, "plan", "--registry", str(reg_file), "--throttle", str(throttle))
+    assert code == 2 and "resumes the running reassignment" in output, output
+
+    resumed_at = time.monotonic() - started
+    run = invoke(kafka_cluster3, "apply", "--registry", str(reg_file), "--throttle", str(throttle),
+                 "--wait", "240", "--json")
+    took = time.monotonic() - started
+    assert run.exit_code == 0, run.output
+    doc = json.loads(run.stdout)
+    assert doc["failed"] == [] and doc["applied"] >= 1, doc
+    assert "alter_partition_reassignments" not in doc["admin_calls"], doc  # resumed, none started
+    assert doc["admin_calls"]["list_partition_reassignments"] >= 1
+    assert re.search(r"replicas in sync: (\d+)/\1 partitions, ([\d.]+ \w+) of \2 copied", run.stderr), \
+        run.stderr  # progress, on stderr beside the JSON, ending complete
+
+    again = kafka_cluster3.counting_admin()
+
+    def settled():
+        state = observe(again)
+        t = state.topics[name]
+        return state if t.configs["min.insync.replicas"] == "2" and not set(TOPIC_THROTTLES) & t.dynamic \
+            else None
+
+    state = wait_for(settled, 30, "min ISR 2 and no throttle on every broker's metadata")
+    t = state.topics[name]
+    assert t.replication_factor == 3 and all(set(r) == {1, 2, 3} for r in t.replicas)
+    assert all(set(isr) == {1, 2, 3} for isr in t.isr)
+    for b in state.brokers:  # librdkafka: one broker resource per call
+        [fut] = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))]).values()
+        cfg = fut.result()
+        left = {k: cfg[k].value for k in BROKER_RATES
+                if k in cfg and ConfigSource(cfg[k].source) == ConfigSource.DYNAMIC_BROKER_CONFIG}
+        assert not left, (b, left)
+    sizes = again.log_dir_sizes({name})
+    for part in range(4):
+        assert len({sizes[(name, part, b)] for b in (1, 2, 3)}) == 1  # every replica holds it all
+    values = _count_records(kafka_cluster3, name)
+    assert len(values) == records and len({v[:8] for v in values}) == records
+    final = plan(again, reg, opts)
+    assert not final.changes and not final.errors, final.changes
+    print(f"\nreplication 1 -> 3: {planned.bytes} bytes copied at {throttle} B/s per broker, "
+          f"{took:.1f} s from the first apply to the end (interrupted at {interrupted_at:.1f} s, "
+          f"resumed at {resumed_at:.1f} s)")

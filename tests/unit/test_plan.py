@@ -9,14 +9,46 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hanzo_stream.reconcile import ClusterState, Options, Plan, make_plan
+from hanzo_stream.reconcile.changes import (
+    AddPartitions,
+    AlterTopicConfigs,
+    ClearThrottle,
+    CreateAcl,
+    CreateScramUser,
+    CreateTopic,
+    DeleteAcl,
+    DeleteTopic,
+    Diff,
+    RaiseReplication,
+    RotateScramPassword,
+)
 from hanzo_stream.reconcile.observe import TopicState
 from hanzo_stream.registry.model import Acl, Registry
 
 ALL_PW = Options(available_passwords=frozenset({"x"}))
 
 
-def empty() -> ClusterState:
-    return ClusterState({}, frozenset(), {})
+def empty(brokers: int = 1) -> ClusterState:
+    return ClusterState({}, frozenset(), {}, tuple(range(1, brokers + 1)))
+
+
+def topic(name: str, partitions: int, rf: int = 1, configs: dict | None = None,
+          dynamic: frozenset = frozenset(), first: int = 1) -> TopicState:
+    """A settled topic whose partitions' replicas start at broker `first` (all in sync)."""
+    reps = tuple(tuple(range(first, first + rf)) for _ in range(partitions))
+    return TopicState(name, partitions, rf, configs or {}, dynamic, reps, reps)
+
+
+def _configure(t: TopicState, configs: dict[str, Diff]) -> TopicState:
+    cfg, dyn = dict(t.configs), set(t.dynamic)
+    for k, v in configs.items():
+        if v.after is None:
+            cfg.pop(k, None)
+            dyn.discard(k)
+        else:
+            cfg[k] = v.after
+            dyn.add(k)
+    return dataclasses.replace(t, configs=cfg, dynamic=frozenset(dyn))
 
 
 def simulate(state: ClusterState, plan: Plan) -> ClusterState:
@@ -25,26 +57,35 @@ def simulate(state: ClusterState, plan: Plan) -> ClusterState:
     acls = set(state.acls)
     users = dict(state.scram_users)
     for c in plan.changes:
-        d = c.detail
-        match c.kind:
-            case "topic.create":
-                topics[c.target] = TopicState(c.target, d["partitions"], max(d["replication_factor"], 1),
-                                              dict(d["configs"]), frozenset(d["configs"]))
-            case "topic.partitions":
-                topics[c.target] = dataclasses.replace(topics[c.target], partitions=d["to"])
-            case "topic.config":
-                t = topics[c.target]
-                cfg = t.configs | {k: v["to"] for k, v in d["set"].items()}
-                topics[c.target] = dataclasses.replace(t, configs=cfg, dynamic=t.dynamic | set(d["set"]))
-            case "acl.create":
-                acls.add(Acl(**d))
-            case "acl.delete":
-                acls.discard(Acl(**d))
-            case "scram.create" | "scram.rotate":
-                users[c.target] = frozenset({"SCRAM-SHA-512"})
-            case "topic.delete":
-                topics.pop(c.target)
-    return ClusterState(topics, frozenset(acls), users)
+        match c:
+            case CreateTopic():
+                t = topic(c.topic, c.partitions.after, c.replication_factor.after or 1)
+                topics[c.topic] = _configure(t, c.configs)
+            case AddPartitions():
+                t = topics[c.topic]
+                extra = c.replicas or (t.replicas[0],) * (c.partitions.after - t.partitions)
+                topics[c.topic] = dataclasses.replace(t, partitions=c.partitions.after,
+                                                      replicas=t.replicas + extra, isr=t.isr + extra)
+            case AlterTopicConfigs() | ClearThrottle():
+                topics[c.topic] = _configure(topics[c.topic], c.configs)
+            case RaiseReplication():
+                t = topics[c.topic]
+                reps = list(t.replicas)
+                for m in c.moves:
+                    reps[m.partition] = m.replicas.after
+                t = dataclasses.replace(t, replicas=tuple(reps), isr=tuple(reps), moving={},
+                                        replication_factor=c.replication_factor.after)
+                topics[c.topic] = _configure(t, {"min.insync.replicas": Diff(
+                    None, str(c.min_insync_replicas.after))})
+            case CreateAcl():
+                acls.add(c.acl)
+            case DeleteAcl():
+                acls.discard(c.acl)
+            case CreateScramUser() | RotateScramPassword():
+                users[c.user] = frozenset({"SCRAM-SHA-512"})
+            case DeleteTopic():
+                topics.pop(c.topic)
+    return ClusterState(topics, frozenset(acls), users, state.brokers)
 
 
 def converged(registry: Registry) -> ClusterState:
@@ -53,12 +94,14 @@ def converged(registry: Registry) -> ClusterState:
 
 def test_empty_cluster_gets_everything(registry):
     plan = make_plan(registry, empty(), ALL_PW)
-    assert {c.target for c in plan.by_kind("topic.create")} == {t.name for t in registry.topics}
-    assert len(plan.by_kind("acl.create")) == len(registry.acls())
-    assert {c.target for c in plan.by_kind("scram.create")} == registry.principal_names()
+    assert {c.topic for c in plan.of(CreateTopic)} == {t.name for t in registry.topics}
+    assert {c.acl for c in plan.of(CreateAcl)} == registry.acls()
+    assert {c.user for c in plan.of(CreateScramUser)} == registry.principal_names()
     assert plan.exit_code == 2 and not plan.errors
-    create = next(c for c in plan.by_kind("topic.create") if c.target == "audit_log")
-    assert create.detail["configs"] == {"cleanup.policy": "delete", "retention.ms": str(90 * 86_400_000)}
+    create = next(c for c in plan.of(CreateTopic) if c.topic == "audit_log")
+    assert create.configs == {"cleanup.policy": Diff(None, "delete"),
+                              "retention.ms": Diff(None, str(90 * 86_400_000))}
+    assert create.replication_factor == Diff(None, None)  # no profile: the brokers' default
 
 
 def test_converged_cluster_plans_nothing(registry):
@@ -74,7 +117,7 @@ def _with_topic(state: ClusterState, name: str, **changes) -> ClusterState:
 def test_partition_growth_is_planned(registry):
     state = _with_topic(converged(registry), "llm_usage", partitions=4)
     [c] = make_plan(registry, state, ALL_PW).changes
-    assert (c.kind, c.detail) == ("topic.partitions", {"from": 4, "to": 8})
+    assert c == AddPartitions("llm_usage", Diff(4, 8))
 
 
 def test_partition_decrease_is_refused_with_fix(registry):
@@ -99,8 +142,7 @@ def test_config_drift_only_for_declared_keys(registry):
     state = _with_topic(converged(registry), "audit_log", configs=drifted,
                         dynamic=t.dynamic | {"segment.bytes", "max.message.bytes"})
     [c] = make_plan(registry, state, ALL_PW).changes
-    assert c.kind == "topic.config"
-    assert c.detail["set"] == {"retention.ms": {"from": "1000", "to": str(90 * 86_400_000)}}
+    assert c == AlterTopicConfigs("audit_log", {"retention.ms": Diff("1000", str(90 * 86_400_000))})
 
 
 def test_broker_default_equal_to_desired_is_not_a_diff(registry):
@@ -116,30 +158,30 @@ def test_acls_diffed_as_sets_for_owned_principals(registry):
     foreign = Acl("User:someone-else", "TOPIC", "audit_log", "LITERAL", "READ")
     state = dataclasses.replace(state, acls=(state.acls - {removed}) | {extra_owned, foreign})
     plan = make_plan(registry, state, ALL_PW)
-    assert [Acl(**c.detail) for c in plan.by_kind("acl.create")] == [removed]
-    assert [Acl(**c.detail) for c in plan.by_kind("acl.delete")] == [extra_owned]
+    assert [c.acl for c in plan.of(CreateAcl)] == [removed]
+    assert [c.acl for c in plan.of(DeleteAcl)] == [extra_owned]
     assert any("someone-else" in n for n in plan.notes)
     plan = make_plan(registry, state, Options(allow_delete=True, available_passwords=frozenset()))
-    assert {Acl(**c.detail) for c in plan.by_kind("acl.delete")} == {extra_owned, foreign}
+    assert {c.acl for c in plan.of(DeleteAcl)} == {extra_owned, foreign}
 
 
 def test_stray_topics_left_alone_unless_allowed_and_capped(registry):
     base = converged(registry)
-    strays = {n: TopicState(n, 1, 1) for n in ("old_a", "old_b", "__consumer_offsets", "_schemas")}
+    strays = {n: topic(n, 1) for n in ("old_a", "old_b", "__consumer_offsets", "_schemas")}
     state = dataclasses.replace(base, topics=base.topics | strays)
     plan = make_plan(registry, state, ALL_PW)
     assert plan.changes == [] and "old_a" in plan.notes[0] and "_schemas" not in plan.notes[0]
     capped = make_plan(registry, state, Options(allow_delete=True, max_deletions=1))
     assert capped.exit_code == 1 and "--max-deletions" in capped.errors[0]
     allowed = make_plan(registry, state, Options(allow_delete=True, max_deletions=2))
-    assert {c.target for c in allowed.by_kind("topic.delete")} == {"old_a", "old_b"}
+    assert {c.topic for c in allowed.of(DeleteTopic)} == {"old_a", "old_b"}
 
 
 def test_scram_users_created_rotation_only_on_request(registry):
     state = converged(registry)
     assert make_plan(registry, state, ALL_PW).changes == []
     rotate = make_plan(registry, state, Options(rotate_passwords=True))
-    assert {c.target for c in rotate.by_kind("scram.rotate")} == registry.principal_names()
+    assert {c.user for c in rotate.of(RotateScramPassword)} == registry.principal_names()
     assert any("HANZO_STREAM_PASSWORD_" in n for n in rotate.notes)
 
 
@@ -147,7 +189,7 @@ def test_plan_round_trips_through_json(registry):
     plan = make_plan(registry, empty(), ALL_PW)
     again = Plan.from_json(plan.to_json())
     assert again.changes == plan.changes and again.fingerprint == plan.fingerprint
-    assert all("password" not in json.dumps(c.detail) for c in plan.changes)
+    assert "password" not in json.dumps([c.to_dict() for c in plan.changes])
 
 
 def test_fingerprint_tracks_cluster_changes(registry):
@@ -159,8 +201,8 @@ def test_fingerprint_tracks_cluster_changes(registry):
 # Property: whatever the starting cluster, planning after applying a plan yields nothing.
 names = st.sampled_from(["events_plugin_ingestion", "llm_usage", "audit_log", "stray_one", "dead_letter"])
 topic_states = st.builds(
-    lambda n, p, ret, seg: TopicState(n, p, 1, {"retention.ms": str(ret), "cleanup.policy": "delete",
-                                                 "segment.bytes": str(seg)}, frozenset({"retention.ms"})),
+    lambda n, p, ret, seg: topic(n, p, 1, {"retention.ms": str(ret), "cleanup.policy": "delete",
+                                           "segment.bytes": str(seg)}, frozenset({"retention.ms"})),
     names, st.integers(1, 16), st.sampled_from([1000, 604800000, 1209600000]),
     st.sampled_from([1 << 20, 1 << 30]))
 acls = st.builds(Acl, st.sampled_from(["User:llm-gateway", "User:iam-service", "User:*", "User:x"]),
@@ -168,7 +210,7 @@ acls = st.builds(Acl, st.sampled_from(["User:llm-gateway", "User:iam-service", "
                  st.just("LITERAL"), st.sampled_from(["READ", "WRITE", "DESCRIBE"]))
 states = st.builds(
     lambda ts, a, u: ClusterState({t.name: t for t in ts}, frozenset(a),
-                                  {x: frozenset({"SCRAM-SHA-512"}) for x in u}),
+                                  {x: frozenset({"SCRAM-SHA-512"}) for x in u}, (1,)),
     st.lists(topic_states, max_size=5), st.sets(acls, max_size=8),
     st.sets(st.sampled_from(["llm-gateway", "iam-service", "stranger"]), max_size=3))
 

@@ -155,3 +155,22 @@ def test_extra_grants_are_added(tmp_path):
     data["acls"] = [{"principal": "llm-metrics", "operations": ["DESCRIBE_CONFIGS"], "topic": "llm_usage"}]
     reg = load(tmp_path, data)
     assert any(a.principal == "User:llm-metrics" and a.operation == "DESCRIBE_CONFIGS" for a in reg.acls())
+
+
+def test_replication_profile_is_read_and_unknown_profiles_refused(tmp_path):
+    data = hip()
+    assert load(tmp_path, data).replication_profile is None  # replication not managed
+    data["replication"] = {"profile": "cluster"}
+    assert load(tmp_path, data).replication_profile == "cluster"
+    data["replication"] = {"profile": "triple"}
+    [p] = problems(tmp_path, data)
+    assert p.field == "replication.profile" and "cluster, single, ha" in p.fix
+
+
+def test_min_isr_and_throttles_are_not_registry_configs(tmp_path):
+    data = hip()
+    topic(data, "llm_usage")["config"] = {"min.insync.replicas": 2,
+                                          "leader.replication.throttled.replicas": "*"}
+    found = {p.field: p.fix for p in problems(tmp_path, data)}
+    assert "replication profile" in found["topics[llm_usage].config.min.insync.replicas"]
+    assert "moves replicas" in found["topics[llm_usage].config.leader.replication.throttled.replicas"]

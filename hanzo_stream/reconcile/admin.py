@@ -1,0 +1,114 @@
+"""The admin clients a reconcile talks through, every request counted.
+
+confluent-kafka's AdminClient does nearly everything. It has no call for Kafka's partition
+reassignments (ListPartitionReassignments, AlterPartitionReassignments, KIP-455) nor for
+DescribeLogDirs: librdkafka knows the API keys but neither it nor the Python binding offers
+them (checked on confluent-kafka 2.16.1, librdkafka 2.16.0). kafka-python 3 has all three as
+public calls, in pure Python, over the same SASL_SSL settings (Connection.kafka_python()), on
+Kafka 3.7 and 4.x alike; it is opened only when a plan or an apply needs one of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from ..connection import Connection
+
+TP = tuple[str, int]
+MUTATING = {"create_topics", "create_partitions", "incremental_alter_configs", "create_acls",
+            "delete_acls", "alter_user_scram_credentials", "delete_topics",
+            "alter_partition_reassignments", "elect_leaders"}
+
+
+class CountingAdmin:
+    """confluent-kafka's AdminClient (every method passes through, counted), plus the three
+    reassignment-era calls it lacks. Tests and benchmarks read `calls` to prove idempotence."""
+
+    def __init__(self, admin: Any, conn: Connection | None = None):
+        self._admin = admin
+        self._conn = conn
+        self._kp: Any = None
+        self.calls: Counter[str] = Counter()
+
+    @classmethod
+    def connect(cls, conn: Connection) -> CountingAdmin:
+        from confluent_kafka.admin import AdminClient
+
+        return cls(AdminClient(conn.confluent() | {"log_level": 4}), conn)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._admin, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            kind = "validate" if kwargs.get("validate_only") else name
+            self.calls[kind] += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+    @property
+    def mutations(self) -> int:
+        return sum(n for k, n in self.calls.items() if k in MUTATING)
+
+    # ------------------------------------------------------------ kafka-python bridge
+
+    def _reassigner(self) -> Any:
+        if self._kp is None:
+            if self._conn is None:
+                raise RuntimeError("partition reassignments need the admin made by "
+                                   "CountingAdmin.connect(connection)")
+            from kafka.admin import KafkaAdminClient
+
+            logging.getLogger("kafka").setLevel(logging.ERROR)  # its retries are ours to report
+            self._kp = KafkaAdminClient(client_id="hanzo-stream-reconciler",
+                                        **self._conn.kafka_python())
+        return self._kp
+
+    def list_reassignments(self) -> dict[TP, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """Running reassignments, as the controller knows them (brokers' metadata may lag):
+        partition -> (its replicas now, those being added, those being removed)."""
+        self.calls["list_partition_reassignments"] += 1
+        running = self._reassigner().list_partition_reassignments()
+        return {(tp.topic, tp.partition): (tuple(r["replicas"]), tuple(r["adding_replicas"]),
+                                           tuple(r["removing_replicas"]))
+                for tp, r in running.items()}
+
+    def alter_reassignments(self, targets: Mapping[TP, tuple[int, ...]]) -> dict[TP, str | None]:
+        """Start moving each partition to its target replicas; per partition, None or the error."""
+        from kafka import TopicPartition
+
+        self.calls["alter_partition_reassignments"] += 1
+        answer = self._reassigner().alter_partition_reassignments(
+            {TopicPartition(t, p): list(r) for (t, p), r in targets.items()})
+        out: dict[TP, str | None] = {tp: "no answer from the controller" for tp in targets}
+        for tp, err in answer.items():
+            out[(tp.topic, tp.partition)] = None if err is None else err.__name__
+        return out
+
+    def log_dir_sizes(self, topics: Collection[str],
+                      brokers: Collection[int] | None = None) -> dict[tuple[str, int, int], int]:
+        """Bytes on disk of each replica: (topic, partition, broker) -> size."""
+        if not topics:
+            return {}
+        self.calls["describe_log_dirs"] += 1
+        answer = self._reassigner().describe_log_dirs(
+            topic_partitions=sorted(topics), brokers=sorted(brokers) if brokers else None)
+        sizes: dict[tuple[str, int, int], int] = {}
+        for broker in answer:
+            for d in broker["log_dirs"]:
+                for t in d["topics"]:
+                    for p in t["partitions"]:
+                        if not p.get("is_future_key"):
+                            key = (t["name"], p["partition_index"], broker["broker"])
+                            sizes[key] = max(sizes.get(key, 0), p["partition_size"])
+        return sizes
+
+    def close(self) -> None:
+        if self._kp is not None:
+            self._kp.close()
+            self._kp = None

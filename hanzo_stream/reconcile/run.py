@@ -1,0 +1,67 @@
+"""The one way to reconcile: observe -> plan -> the brokers' validate_only pass -> apply.
+
+The CLI, the local platform, the benchmarks and the test fixtures all call these, so what a
+test proves is what `hanzo-stream apply` does, validate_only pass included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..registry.model import Registry
+from .apply import Progress, Result, execute, validate
+from .changes import Change, RotateScramPassword
+from .observe import observe, observe_moves
+from .plan import Options, Plan, make_plan, topics_to_grow
+
+
+def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
+    """Read the cluster, diff it against the registry, and let the brokers validate the result.
+
+    For topics whose replication factor grows, the running reassignments are asked of the
+    controller and sizes on disk read (the plan shows what each move copies, and resumes a
+    move already running). A plan the brokers would reject comes back with errors."""
+    state = observe(admin)
+    if grow := topics_to_grow(registry, state):
+        state = observe_moves(admin, state, grow)
+    p = make_plan(registry, state, opts)
+    if not p.errors:
+        p.errors.extend(validate(admin, p))
+    return p
+
+
+def reconcile(admin: Any, registry: Registry, passwords: Mapping[str, str],
+              opts: Options | None = None, progress: Callable[[Progress], None] | None = None,
+              wait_s: float | None = None) -> tuple[Plan, Result]:
+    """plan, then apply unless refused: for callers with no review step in between."""
+    opts = opts or Options(available_passwords=frozenset(passwords))
+    p = plan(admin, registry, opts)
+    if p.errors:
+        return p, Result()
+    result = execute(admin, p, passwords, progress, wait_s)
+    await_visible(admin, registry, result.applied, opts)
+    return p, result
+
+
+def await_visible(admin: Any, registry: Registry, applied: Sequence[Change], opts: Options,
+                  timeout: float = 15.0) -> bool:
+    """Wait until a fresh read no longer plans what was just applied.
+
+    The controller commits a change before every broker has applied it (ACLs and SCRAM users
+    show up in DescribeAcls a few hundred ms later), so a plan run right after apply could
+    show it again. False if still not visible after `timeout` (the next run will see it)."""
+    pending = [c.reviewed() for c in applied if not isinstance(c, RotateScramPassword)]
+    deadline = time.monotonic() + timeout
+    while pending:
+        state = observe(admin)
+        if grow := topics_to_grow(registry, state):
+            state = observe_moves(admin, state, grow)
+        again = [c.reviewed() for c in make_plan(registry, state, opts).changes]
+        pending = [c for c in pending if c in again]
+        if pending and time.monotonic() > deadline:
+            return False
+        if pending:
+            time.sleep(0.25)
+    return True
