@@ -70,7 +70,7 @@ class Cluster:
 def _start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
     creds = credentials.load_or_create(home / "credentials.json",
                                        sorted(registry.principal_names()))
-    local = kafka.start(home / "kafka", creds, brokers=brokers)
+    local = kafka.start(home / "kafka", creds, brokers=brokers, wrong_name_listener=True)
     print(f"\nlocal {brokers}-broker cluster at {local.bootstrap}; logs: "
           + ", ".join(map(str, local.log_files())))
     return Cluster(local.bootstrap, local.ca_file, creds, brokers, home, local)
@@ -117,8 +117,18 @@ def apply_registry(cluster: Cluster, registry: Registry):
     return plan, result, admin
 
 
+def wait_until_principals_log_in(cluster: Cluster, principals: list[str]) -> None:
+    """New SCRAM users reach the broker's credential cache a moment after apply returns (a
+    busy broker first creates the new topics' logs), so a login right away can be refused."""
+    from hanzo_stream.diagnose import diagnose
+
+    for p in principals:
+        wait_for(lambda p=p: diagnose(cluster.as_(p), timeout=10) is None, 60, f"{p} to log in")
+
+
 @pytest.fixture(scope="session")
 def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
     """The session broker with topics.yaml applied: HIP topics, ACLs and SCRAM users."""
     apply_registry(kafka_cluster, registry)
+    wait_until_principals_log_in(kafka_cluster, sorted(registry.principal_names()))
     return kafka_cluster

@@ -1,0 +1,178 @@
+"""Every way of getting the connection wrong is refused at once, each with its own error.
+
+Six cases against the session broker: no SASL at all (anonymous), plaintext sent to the TLS
+listener, a wrong password, an unknown user, a CA the client does not trust, and a
+certificate issued (by the trusted CA) for another host, served by the test broker's
+WRONGNAME listener. Each is tried with both client families, with their own timeouts set
+far above the bound the failure must arrive within, so a timeout can never pass for a
+refusal; and `hanzo_stream.diagnose` must name the exact cause, which the families cannot
+always do themselves (docs/security.md lists what each reports).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hanzo_stream.connection import Connection
+from hanzo_stream.diagnose import diagnose
+from hanzo_stream.local.tls import make_tls
+
+from .conftest import Cluster
+
+pytestmark = pytest.mark.integration
+
+PRINCIPAL = "llm-gateway"
+CLIENT_TIMEOUT_S = 60  # every client-side timeout; a refusal must come long before
+REFUSED_WITHIN_S = 15  # generous for a loaded CI machine, far below CLIENT_TIMEOUT_S
+
+
+def _untrusted_ca(c: Connection, tmp: Path) -> Connection:
+    return replace(c, ca_file=str(make_tls(tmp / "foreign-ca").ca_pem))
+
+
+def _wrong_name(c: Connection, cluster: Cluster) -> Connection:
+    if cluster.local is None or not cluster.local.wrong_name_bootstrap:
+        pytest.skip("the wrong-name listener exists on the local test broker only")
+    return replace(c, bootstrap=cluster.local.wrong_name_bootstrap)
+
+
+# case -> (how to break a good connection, what diagnose() must say,
+#          librdkafka error codes allowed, kafka-python exception classes allowed)
+Breaker = Callable[[Connection, Cluster, Path], Connection]
+CASES: dict[str, tuple[Breaker, str, set[str], set[str]]] = {
+    "no_sasl": (lambda c, cl, t: replace(c, security_protocol="SSL"), "sasl_required",
+                {"_TRANSPORT", "_ALL_BROKERS_DOWN"}, {"KafkaConnectionError"}),
+    "plaintext_to_tls": (lambda c, cl, t: replace(c, security_protocol="SASL_PLAINTEXT"),
+                         "tls_required", {"_TRANSPORT", "_ALL_BROKERS_DOWN"},
+                         {"NoBrokersAvailable", "KafkaConnectionError"}),
+    "wrong_password": (lambda c, cl, t: replace(c, password="not-" + (c.password or "")),
+                       "authentication_failed", {"_AUTHENTICATION"},
+                       {"NoBrokersAvailable", "KafkaConnectionError", "SaslAuthenticationFailedError"}),
+    "unknown_user": (lambda c, cl, t: replace(c, username="nobody-in-the-registry"),
+                     "authentication_failed", {"_AUTHENTICATION"},
+                     {"NoBrokersAvailable", "KafkaConnectionError", "SaslAuthenticationFailedError"}),
+    "untrusted_ca": (lambda c, cl, t: _untrusted_ca(c, t), "untrusted_certificate", {"_SSL"},
+                     {"NoBrokersAvailable", "KafkaConnectionError"}),
+    "hostname_mismatch": (lambda c, cl, t: _wrong_name(c, cl), "hostname_mismatch", {"_SSL"},
+                          {"NoBrokersAvailable", "KafkaConnectionError"}),
+}
+
+
+@pytest.fixture
+def broken(request, hip_cluster: Cluster, tmp_path_factory) -> tuple[str, Connection]:
+    case = request.param
+    conn = CASES[case][0](hip_cluster.as_(PRINCIPAL), hip_cluster, tmp_path_factory.mktemp(case))
+    return case, conn
+
+
+def confluent_refusal(conn: Connection) -> tuple[str, float]:
+    """The first error librdkafka reports for a producer's first record, and when."""
+    from confluent_kafka import Producer
+
+    errors: list = []
+    delivered: list = []
+    t0 = time.monotonic()
+    p = Producer(conn.confluent() | {
+        "error_cb": lambda e: errors.append((e, time.monotonic() - t0)),
+        "message.timeout.ms": CLIENT_TIMEOUT_S * 1000,
+        "socket.connection.setup.timeout.ms": CLIENT_TIMEOUT_S * 1000,
+        "log_level": 0})
+    p.produce("dead_letter", b"must never arrive", on_delivery=lambda e, m: delivered.append(e))
+    while not errors and time.monotonic() - t0 < REFUSED_WITHIN_S:
+        p.poll(0.1)
+    p.purge()
+    p.flush(1)
+    assert errors, f"librdkafka reported nothing within {REFUSED_WITHIN_S}s"
+    assert not any(e is None for e in delivered), "the record was delivered"
+    err, at = errors[0]
+    return err.name(), at
+
+
+def kafka_python_refusal(conn: Connection) -> tuple[str, float]:
+    """The exception kafka-python(-ng) raises when it connects, and when."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError, KafkaTimeoutError
+
+    t0 = time.monotonic()
+    ms = CLIENT_TIMEOUT_S * 1000
+    with pytest.raises(KafkaError) as raised:
+        admin = KafkaAdminClient(**conn.kafka_python(), request_timeout_ms=ms,
+                                 api_version_auto_timeout_ms=ms, connections_max_idle_ms=2 * ms)
+        try:
+            admin.list_topics()
+        finally:
+            admin.close()
+    assert not isinstance(raised.value, KafkaTimeoutError), raised.value
+    return type(raised.value).__name__, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("broken", list(CASES), indirect=True)
+def test_confluent_kafka_is_refused_at_once_with_the_cases_error(broken):
+    case, conn = broken
+    code, at = confluent_refusal(conn)
+    print(f"\n{case}: confluent-kafka reported {code} after {at:.2f}s")
+    assert code in CASES[case][2], (case, code)
+    assert at < REFUSED_WITHIN_S
+
+
+@pytest.mark.parametrize("broken", list(CASES), indirect=True)
+def test_kafka_python_ng_is_refused_at_once_with_the_cases_error(broken):
+    case, conn = broken
+    name, at = kafka_python_refusal(conn)
+    print(f"\n{case}: kafka-python raised {name} after {at:.2f}s")
+    assert name in CASES[case][3], (case, name)
+    assert at < REFUSED_WITHIN_S
+
+
+@pytest.mark.parametrize("broken", list(CASES), indirect=True)
+def test_diagnose_names_each_cause(broken):
+    case, conn = broken
+    t0 = time.monotonic()
+    problem = diagnose(conn, timeout=REFUSED_WITHIN_S)
+    print(f"\n{case}: {problem and problem.kind}: {problem} ({time.monotonic() - t0:.2f}s)")
+    assert problem is not None and problem.kind == CASES[case][1], (case, problem)
+    assert conn.password is None or conn.password not in problem.message
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_diagnose_finds_nothing_wrong_with_good_credentials(hip_cluster, mechanism):
+    assert diagnose(hip_cluster.as_(PRINCIPAL, mechanism)) is None
+
+
+def test_the_wrong_name_listener_differs_only_in_its_certificate(hip_cluster):
+    """Without hostname verification the WRONGNAME listener logs in fine: its certificate is
+    from the trusted CA and only its name is wrong, so the refusals above are about the name."""
+    from confluent_kafka.admin import AdminClient
+
+    conn = _wrong_name(hip_cluster.as_(PRINCIPAL), hip_cluster)
+    unchecked = AdminClient(conn.confluent() | {"ssl.endpoint.identification.algorithm": "none"})
+    assert "dead_letter" in unchecked.list_topics(timeout=30).topics
+
+
+def test_check_command_says_why_and_plan_does_too(hip_cluster):
+    """`hanzo-stream check` (and plan's "cannot read the cluster") print the cause, not a
+    timeout, and never the password that was refused."""
+    from typer.testing import CliRunner
+
+    from hanzo_stream.cli import app
+    from hanzo_stream.connection import ENV
+
+    good = hip_cluster.as_(PRINCIPAL)
+    env = {var: str(getattr(good, f)) for f, var in ENV.items()}
+    ok = CliRunner().invoke(app, ["check"], env=env)
+    assert ok.exit_code == 0, ok.output
+    assert f"logged in as {PRINCIPAL}" in ok.output
+    bad = env | {ENV["password"]: "not-the-password"}
+    refused = CliRunner().invoke(app, ["check"], env=bad)
+    assert refused.exit_code == 1 and "authentication_failed" in refused.output, refused.output
+    assert "not-the-password" not in refused.output
+    t0 = time.monotonic()
+    plan = CliRunner().invoke(app, ["plan", "--registry", str(Path(__file__).parents[2] / "topics.yaml")],
+                              env=env | {ENV["security_protocol"]: "SASL_PLAINTEXT"})
+    assert plan.exit_code == 1 and "speaks TLS" in plan.output, plan.output
+    print(f"\nplan with plaintext to the TLS listener: exit 1 after {time.monotonic() - t0:.1f}s")
