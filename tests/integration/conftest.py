@@ -104,12 +104,12 @@ def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
         kafka.stop(home / "kafka")
 
 
-def apply_registry(cluster: Cluster, registry: Registry):
+def apply_registry(cluster: Cluster, registry: Registry, more_passwords: dict[str, str] | None = None):
     """Apply a registry as the reconciler does in production; returns (plan, result, admin)."""
     from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe
 
     admin = CountingAdmin(cluster.admin_client())
-    passwords = dict(cluster.creds.principals)
+    passwords = dict(cluster.creds.principals) | (more_passwords or {})
     plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset(passwords)))
     assert not plan.errors, plan.errors
     result = execute(admin, plan, passwords)
@@ -117,18 +117,18 @@ def apply_registry(cluster: Cluster, registry: Registry):
     return plan, result, admin
 
 
-def wait_until_principals_log_in(cluster: Cluster, principals: list[str]) -> None:
+def wait_until_logged_in(conns: list[Connection]) -> None:
     """New SCRAM users reach the broker's credential cache a moment after apply returns (a
     busy broker first creates the new topics' logs), so a login right away can be refused."""
     from hanzo_stream.diagnose import diagnose
 
-    for p in principals:
-        wait_for(lambda p=p: diagnose(cluster.as_(p), timeout=10) is None, 60, f"{p} to log in")
+    for c in conns:
+        wait_for(lambda c=c: diagnose(c, timeout=10) is None, 60, f"{c.username} to log in")
 
 
 @pytest.fixture(scope="session")
 def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
     """The session broker with topics.yaml applied: HIP topics, ACLs and SCRAM users."""
     apply_registry(kafka_cluster, registry)
-    wait_until_principals_log_in(kafka_cluster, sorted(registry.principal_names()))
+    wait_until_logged_in([kafka_cluster.as_(p) for p in sorted(registry.principal_names())])
     return kafka_cluster
