@@ -42,11 +42,13 @@ def _wrong_name(c: Connection, cluster: Cluster) -> Connection:
 
 
 # case -> (how to break a good connection, what diagnose() must say,
-#          librdkafka error codes allowed, kafka-python exception classes allowed)
+#          librdkafka error codes allowed, kafka-python exception classes allowed).
+# kafka-python's classes differ between kafka-python-ng 2.2 and kafka-python 2.1+ (which
+# raises the TLS verification error itself and has SaslAuthenticate): both are allowed.
 Breaker = Callable[[Connection, Cluster, Path], Connection]
 CASES: dict[str, tuple[Breaker, str, set[str], set[str]]] = {
     "no_sasl": (lambda c, cl, t: replace(c, security_protocol="SSL"), "sasl_required",
-                {"_TRANSPORT", "_ALL_BROKERS_DOWN"}, {"KafkaConnectionError"}),
+                {"_TRANSPORT", "_ALL_BROKERS_DOWN"}, {"KafkaConnectionError", "NoBrokersAvailable"}),
     "plaintext_to_tls": (lambda c, cl, t: replace(c, security_protocol="SASL_PLAINTEXT"),
                          "tls_required", {"_TRANSPORT", "_ALL_BROKERS_DOWN"},
                          {"NoBrokersAvailable", "KafkaConnectionError"}),
@@ -57,9 +59,9 @@ CASES: dict[str, tuple[Breaker, str, set[str], set[str]]] = {
                      "authentication_failed", {"_AUTHENTICATION"},
                      {"NoBrokersAvailable", "KafkaConnectionError", "SaslAuthenticationFailedError"}),
     "untrusted_ca": (lambda c, cl, t: _untrusted_ca(c, t), "untrusted_certificate", {"_SSL"},
-                     {"NoBrokersAvailable", "KafkaConnectionError"}),
+                     {"NoBrokersAvailable", "KafkaConnectionError", "SSLCertVerificationError"}),
     "hostname_mismatch": (lambda c, cl, t: _wrong_name(c, cl), "hostname_mismatch", {"_SSL"},
-                          {"NoBrokersAvailable", "KafkaConnectionError"}),
+                          {"NoBrokersAvailable", "KafkaConnectionError", "SSLCertVerificationError"}),
 }
 
 
@@ -96,11 +98,11 @@ def confluent_refusal(conn: Connection) -> tuple[str, float]:
 def kafka_python_refusal(conn: Connection) -> tuple[str, float]:
     """The exception kafka-python(-ng) raises when it connects, and when."""
     from kafka import KafkaAdminClient
-    from kafka.errors import KafkaError, KafkaTimeoutError
+    from kafka.errors import KafkaTimeoutError
 
     t0 = time.monotonic()
     ms = CLIENT_TIMEOUT_S * 1000
-    with pytest.raises(KafkaError) as raised:
+    with pytest.raises(Exception) as raised:  # noqa: PT011 (which one is the assertion below)
         admin = KafkaAdminClient(**conn.kafka_python(), request_timeout_ms=ms,
                                  api_version_auto_timeout_ms=ms, connections_max_idle_ms=2 * ms)
         try:
