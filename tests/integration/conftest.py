@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,6 +41,13 @@ def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float
                 return last
         time.sleep(every)
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def exports(text: str) -> dict[str, str]:
+    """The variables `export NAME=value` lines set (what `eval` of `local env` does)."""
+    return {k: shlex.split(v)[0] for k, v in (line.removeprefix("export ").split("=", 1)
+                                              for line in text.splitlines()
+                                              if line.startswith("export "))}
 
 
 @dataclass

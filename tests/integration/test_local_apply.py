@@ -10,7 +10,6 @@ from HANZO_STREAM_PASSWORD_<NAME> or a secrets file.
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
 
 from hanzo_stream.registry import Registry
 
-from .conftest import Cluster, apply_registry, wait_until_logged_in
+from .conftest import Cluster, apply_registry, exports, wait_until_logged_in
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,12 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hanzo_stream", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
-
-
-def exports(text: str) -> dict[str, str]:
-    return {k: shlex.split(v)[0] for k, v in (line.removeprefix("export ").split("=", 1)
-                                              for line in text.splitlines()
-                                              if line.startswith("export "))}
 
 
 def test_apply_after_local_env_just_works(hip_cluster: Cluster, registry: Registry):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ import pytest
 from hanzo_stream.jobs import process
 from hanzo_stream.local import prometheus
 from hanzo_stream.monitoring import dashboards
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import exports, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -101,10 +100,7 @@ def test_status_shows_every_component_and_the_pipeline(platform: Platform) -> No
 
 
 def test_local_env_points_the_cli_at_the_platform(platform: Platform) -> None:
-    env = platform.cli("local", "env")
-    assert env.returncode == 0, env.stderr
-    exported = dict(line.removeprefix("export ").split("=", 1) for line in env.stdout.splitlines())
-    exported = {k: v.strip("'") for k, v in exported.items()}
+    exported = _local_env(platform)
     assert exported["HANZO_STREAM_SECURITY_PROTOCOL"] == "SASL_SSL"
     plan = platform.cli("plan", extra_env=exported, timeout=120)
     assert plan.returncode == 0, plan.stdout + plan.stderr  # converged: nothing to change
@@ -251,12 +247,7 @@ def test_no_secret_in_plain_text_anywhere_the_platform_writes(platform: Platform
 def _local_env(platform: Platform) -> dict[str, str]:
     res = platform.cli("local", "env")
     assert res.returncode == 0, res.stderr
-    env = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("export "):
-            k, v = line.removeprefix("export ").split("=", 1)
-            env[k] = shlex.split(v)[0]
-    return env
+    return exports(res.stdout)
 
 
 def test_local_env_prints_no_password_but_the_admins(platform: Platform) -> None:

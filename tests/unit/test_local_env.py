@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 from hanzo_stream.cli import app
 from hanzo_stream.local import credentials
 from hanzo_stream.reconcile.secrets import load_passwords
+from tests.integration.conftest import exports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,17 +26,12 @@ def _state(tmp_path: Path, registry) -> credentials.Credentials:
     return creds
 
 
-def _exports(text: str) -> dict[str, str]:
-    return {k: shlex.split(v)[0] for k, v in (line.removeprefix("export ").split("=", 1)
-                                              for line in text.splitlines() if line.startswith("export "))}
-
-
 def test_local_env_names_the_0600_file_and_prints_only_the_admins_password(tmp_path, registry):
     creds = _state(tmp_path, registry)
     res = CliRunner().invoke(app, ["local", "env", "-r", str(ROOT / "topics.yaml")],
                              env={"HANZO_STREAM_HOME": str(tmp_path)})
     assert res.exit_code == 0, res.output
-    exported = _exports(res.stdout)
+    exported = exports(res.stdout)
     assert exported["HANZO_STREAM_SECRETS_FILE"] == str(tmp_path / "credentials.json")
     assert exported["HANZO_STREAM_SASL_PASSWORD"] == creds.admin
     assert not [p for p, pw in creds.principals.items() if pw in res.stdout]
