@@ -156,9 +156,7 @@ def test_the_wrong_name_listener_differs_only_in_its_certificate(hip_cluster):
     assert "dead_letter" in unchecked.list_topics(timeout=30).topics
 
 
-def test_check_command_says_why_and_plan_does_too(hip_cluster):
-    """`hanzo-stream check` (and plan's "cannot read the cluster") print the cause, not a
-    timeout, and never the password that was refused."""
+def test_check_command_says_why_and_never_prints_the_password(hip_cluster):
     from typer.testing import CliRunner
 
     from hanzo_stream.cli import app
@@ -169,12 +167,6 @@ def test_check_command_says_why_and_plan_does_too(hip_cluster):
     ok = CliRunner().invoke(app, ["check"], env=env)
     assert ok.exit_code == 0, ok.output
     assert f"logged in as {PRINCIPAL}" in ok.output
-    bad = env | {ENV["password"]: "not-the-password"}
-    refused = CliRunner().invoke(app, ["check"], env=bad)
+    refused = CliRunner().invoke(app, ["check"], env=env | {ENV["password"]: "not-the-password"})
     assert refused.exit_code == 1 and "authentication_failed" in refused.output, refused.output
     assert "not-the-password" not in refused.output
-    t0 = time.monotonic()
-    plan = CliRunner().invoke(app, ["plan", "--registry", str(Path(__file__).parents[2] / "topics.yaml")],
-                              env=env | {ENV["security_protocol"]: "SASL_PLAINTEXT"})
-    assert plan.exit_code == 1 and "speaks TLS" in plan.output, plan.output
-    print(f"\nplan with plaintext to the TLS listener: exit 1 after {time.monotonic() - t0:.1f}s")
