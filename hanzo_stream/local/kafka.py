@@ -171,21 +171,23 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
         raise BrokerFailed(f"{home} holds a {len(cluster.nodes)}-broker cluster; run "
                            "`hanzo-stream local down --purge` first to change the size")
     if cluster is None:
-        ports = free_ports(4 * brokers)
+        ports = free_ports((5 if wrong_name_listener else 4) * brokers)
         cluster = LocalCluster(
             home=str(home), cluster_id=random_cluster_id(), ca_file="",
             nodes=[{"node_id": i + 1, "host": "127.0.0.1", "client_port": ports[4 * i],
                     "internal_port": ports[4 * i + 1], "controller_port": ports[4 * i + 2],
                     "pid": None} for i in range(brokers)],
             jmx_ports=[ports[4 * i + 3] for i in range(brokers)],
+            wrong_name_ports=ports[4 * brokers:],
         )
+    elif wrong_name_listener and not cluster.wrong_name_ports:
+        raise BrokerFailed(f"{home} was created without the wrong-name listener; "
+                           "`hanzo-stream local down --purge` first")
     tls = make_tls(home.parent / "tls")
     cluster.ca_file = str(tls.ca_pem)
-    if wrong_name_listener and not cluster.wrong_name_ports:
-        if not tls.wrong_name_keystore_pem.exists():
-            raise BrokerFailed(f"{tls.ca_pem.parent} predates the wrong-name certificate; "
-                               "`hanzo-stream local down --purge` makes a fresh one")
-        cluster.wrong_name_ports = free_ports(brokers)
+    if cluster.wrong_name_ports and not tls.wrong_name_keystore_pem.exists():
+        raise BrokerFailed(f"{tls.ca_pem.parent} predates the wrong-name certificate; "
+                           "`hanzo-stream local down --purge` makes a fresh one")
     classpath = jars.kafka_classpath()
     spawned: dict[int, subprocess.Popen] = {}
     listeners = (CLIENT, WRONG_NAME_LISTENER) if cluster.wrong_name_ports else (CLIENT,)
