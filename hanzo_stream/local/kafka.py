@@ -199,8 +199,9 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
         (d / "logs").mkdir(parents=True, exist_ok=True)
         props = d / "server.properties"
         cfg = broker_config(settings_for(cluster, n["node_id"], tls.ca_pem.parent))
+        props.touch()
+        props.chmod(0o600)  # before the JAAS passwords are written into it
         props.write_text(to_server_properties(cfg | secret))
-        props.chmod(0o600)
         (d / "log4j.properties").write_text(LOG4J)
         jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",

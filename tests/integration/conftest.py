@@ -3,7 +3,8 @@
 Order of preference: an external cluster named by HANZO_STREAM_BOOTSTRAP (admin
 credentials in HANZO_STREAM_SASL_USERNAME/PASSWORD, principal passwords in the JSON file
 HANZO_STREAM_SECRETS_FILE), otherwise a local KRaft process with SASL, TLS and ACLs
-(the case on machines without a Docker engine, including CI here).
+(the case on machines without a Docker engine, including CI here). The local broker also
+serves the WRONGNAME listener (a certificate for another host) for test_authentication.py.
 """
 
 from __future__ import annotations
