@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -103,13 +104,12 @@ def matrix(hip_cluster: Cluster, registry: Registry, tmp_path_factory):
             broker_id=str(min(md.brokers)),
             retention_ms={t.name: t.managed_configs()["retention.ms"] for t in reg.topics})
         answers, t0 = Answers(), time.monotonic()
-        # Produce first for everyone (the admin row writes every topic), so that every fetch
-        # below finds a record on a topic it may read.
-        for who, conn in sorted(conns.items()):
-            acl_probe.produce(conn, who, target, answers)
-        for who, conn in sorted(conns.items()):
-            own = next((g.name for g in reg.groups if g.principal == who), None)
-            acl_probe.probe(conn, who, target, answers, own)
+        own = {w: next((g.name for g in reg.groups if g.principal == w), None) for w in conns}
+        # One thread per principal (the clients wait on the network, not the CPU). Everyone
+        # produces first (the admin row writes every topic), so every fetch finds a record.
+        with ThreadPoolExecutor(len(conns)) as pool:
+            list(pool.map(lambda w: acl_probe.produce(conns[w], w, target, answers), conns))
+            list(pool.map(lambda w: acl_probe.probe(conns[w], w, target, answers, own[w]), conns))
         print(f"\nprobed {len(conns)} principals in {time.monotonic() - t0:.1f}s")
         yield reg, sorted(conns), target, answers
     finally:
