@@ -63,7 +63,7 @@ def diagnose(conn: Connection, timeout: float = 10.0) -> Problem | None:
             sock = raw
         try:
             answer = _sasl_handshake(sock, conn.sasl_mechanism if conn.uses_sasl else "PLAIN")
-        except (OSError, ValueError):
+        except (OSError, ValueError, struct.error):  # not a Kafka answer
             answer = None
         if answer is None:
             if not conn.uses_tls and _speaks_tls(host, port, timeout):
