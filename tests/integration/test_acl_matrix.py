@@ -29,7 +29,7 @@ from hanzo_stream.registry.model import Acl
 
 from . import acl_probe
 from .acl_probe import CLUSTER, CLUSTER_OPS, GROUP_OPS, NEW_TOPIC, TOPIC_OPS, Answers, Target
-from .conftest import Cluster, apply_registry, wait_until_logged_in
+from .conftest import Cluster, apply_registry, wait_for, wait_until_logged_in
 
 pytestmark = pytest.mark.integration
 
@@ -97,6 +97,10 @@ def matrix(hip_cluster: Cluster, registry: Registry, tmp_path_factory):
     conns[SUPER_USER] = hip_cluster.admin
     try:
         wait_until_logged_in([conns[NO_GRANTS], conns[STRANGER]])
+        # A fresh broker creates __consumer_offsets (50 partitions) on the first group request;
+        # let that happen once, not under thirteen principals' concurrent probes.
+        wait_for(lambda: admin.describe_consumer_groups([FOREIGN_GROUP], request_timeout=10)[
+            FOREIGN_GROUP].result(timeout=15), 180, "the group coordinator")
         md = admin.list_topics(timeout=30)
         target = Target(
             topics={t.name: len(md.topics[t.name].partitions) for t in reg.topics},
