@@ -52,6 +52,19 @@ PROFILES = {"single": Replication(1, 1, "single"), "ha": Replication(3, 2, "ha")
 
 
 @dataclass(frozen=True)
+class ExtraListener:
+    """One more SASL_SSL client listener, presenting its own certificate.
+
+    The local test broker has one (WRONGNAME) whose certificate names a host it is never
+    reached by, so every client's hostname verification is tested against a real broker.
+    """
+
+    name: str
+    port: int
+    keystore_pem: str  # private key + certificate chain, PEM
+
+
+@dataclass(frozen=True)
 class BrokerSettings:
     node_id: int
     nodes: tuple[Node, ...]
@@ -62,6 +75,7 @@ class BrokerSettings:
     admin_principal: str = "admin"
     client_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "PLAIN")
     group_initial_rebalance_delay_ms: int = 3000
+    extra_listeners: tuple[ExtraListener, ...] = ()
     extra: tuple[tuple[str, str], ...] = ()  # per-environment overrides, applied last
 
     @property
@@ -78,6 +92,7 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
     me, rep = s.me, s.replication
     voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in s.nodes)
     internal_mech = "PLAIN"  # controller/inter-broker: static JAAS, needs no metadata to log in
+    more = s.extra_listeners
     cfg: dict[str, str] = {
         # KRaft combined mode
         "process.roles": "broker,controller",
@@ -89,13 +104,16 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
             f"{CLIENT}://{s.bind_host}:{me.client_port},"
             f"{INTERNAL}://{s.bind_host}:{me.internal_port},"
             f"{CONTROLLER}://{s.bind_host}:{me.controller_port}"
+            + "".join(f",{x.name}://{s.bind_host}:{x.port}" for x in more)
         ),
         "advertised.listeners": (
             f"{CLIENT}://{me.host}:{me.client_port},{INTERNAL}://{me.host}:{me.internal_port}"
+            + "".join(f",{x.name}://{me.host}:{x.port}" for x in more)
         ),
         # No PLAINTEXT anywhere: every listener is SASL over TLS.
         "listener.security.protocol.map": (
             f"{CLIENT}:SASL_SSL,{INTERNAL}:SASL_SSL,{CONTROLLER}:SASL_SSL"
+            + "".join(f",{x.name}:SASL_SSL" for x in more)
         ),
         "log.dirs": s.log_dirs,
         # SASL
@@ -130,29 +148,35 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
         "num.partitions": "4",
         "group.initial.rebalance.delay.ms": str(s.group_initial_rebalance_delay_ms),
     }
+    for x in more:  # like CLIENT, but with its own certificate
+        lx = f"listener.name.{x.name.lower()}"
+        cfg[f"{lx}.sasl.enabled.mechanisms"] = ",".join(s.client_mechanisms)
+        cfg[f"{lx}.ssl.keystore.location"] = x.keystore_pem
     cfg.update(dict(s.extra))
     return cfg
 
 
-def jaas_config(admin_password: str, plain_users: Mapping[str, str]) -> dict[str, str]:
+def jaas_config(admin_password: str, plain_users: Mapping[str, str],
+                client_listeners: tuple[str, ...] = (CLIENT,)) -> dict[str, str]:
     """The secret half of the configuration: JAAS entries for each listener.
 
     Controller and inter-broker links log in as the admin with PLAIN. Clients may use
     SCRAM-SHA-512 (credentials live in the cluster metadata, managed by the reconciler)
-    or PLAIN (users listed here).
+    or PLAIN (users listed here), on every client listener (CLIENT and any ExtraListener).
     """
     plain = "org.apache.kafka.common.security.plain.PlainLoginModule required"
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
     admin = f'username="admin" password="{admin_password}" user_admin="{admin_password}"'
     users = " ".join(f'user_{u}="{p}"' for u, p in sorted(plain_users.items()))
-    return {
+    out = {
         "listener.name.controller.plain.sasl.jaas.config": f"{plain} {admin};",
         "listener.name.internal.plain.sasl.jaas.config": f"{plain} {admin};",
-        "listener.name.client.plain.sasl.jaas.config": (
-            f'{plain} user_admin="{admin_password}" {users};'
-        ),
-        "listener.name.client.scram-sha-512.sasl.jaas.config": scram,
     }
+    for name in client_listeners:
+        out[f"listener.name.{name.lower()}.plain.sasl.jaas.config"] = (
+            f'{plain} user_admin="{admin_password}" {users};')
+        out[f"listener.name.{name.lower()}.scram-sha-512.sasl.jaas.config"] = scram
+    return out
 
 
 def to_server_properties(cfg: Mapping[str, str]) -> str:

@@ -32,7 +32,8 @@ Username = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_USERN
 Password = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_PASSWORD]")]
 CaFile = Annotated[str | None, typer.Option(help="CA bundle [env HANZO_STREAM_CA_FILE].")]
 SecretsFile = Annotated[Path | None, typer.Option(
-    help="JSON {principal: password} for SCRAM users; HANZO_STREAM_PASSWORD_<NAME> wins.")]
+    help="JSON {principal: password} for SCRAM users [env HANZO_STREAM_SECRETS_FILE]; "
+         "HANZO_STREAM_PASSWORD_<NAME> wins.")]
 AllowDelete = Annotated[bool, typer.Option(
     help="Delete topics and ACLs the registry does not list (never internal topics).")]
 MaxDeletions = Annotated[int, typer.Option(help="Refuse the plan if it deletes more topics.")]
@@ -83,6 +84,25 @@ def validate(registry: RegistryOpt = Path("topics.yaml")) -> None:
               f"{len(reg.principals)} principals, {len(reg.acls())} ACLs")
 
 
+@app.command()
+def check(
+    bootstrap: Bootstrap = None, security_protocol: Protocol = None,
+    sasl_mechanism: Mechanism = None, sasl_username: Username = None,
+    sasl_password: Password = None, ca_file: CaFile = None,
+) -> None:
+    """Connect and log in; if that fails, say exactly why (TLS, SASL, credentials). Exit 0/1."""
+    from .diagnose import diagnose
+
+    conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
+                       sasl_password, ca_file)
+    problem = diagnose(conn)
+    if problem:
+        err.print(f"[red]error ({problem.kind}):[/red] {escape(problem.message)}")
+        raise typer.Exit(1)
+    who = f", logged in as {conn.username} ({conn.sasl_mechanism})" if conn.uses_sasl else ""
+    out.print(f"[green]ok[/green] {conn.bootstrap}: {conn.security_protocol}{who}")
+
+
 def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle):
     from .reconcile import Options, plan
     from .reconcile.replication import DEFAULT_THROTTLE
@@ -95,7 +115,10 @@ def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle
     try:
         p = plan(admin, reg, opts)
     except Exception as e:
-        err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {escape(str(e))}")
+        from .diagnose import diagnose
+
+        why = diagnose(conn) or e  # the specific cause (TLS, SASL, credentials), not a timeout
+        err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {escape(str(why))}")
         raise typer.Exit(1) from None
     return admin, p, passwords, opts
 

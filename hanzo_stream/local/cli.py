@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
 app = typer.Typer(no_args_is_help=True)
@@ -116,14 +118,20 @@ def down(purge: Annotated[bool, typer.Option(help="Also delete data, logs and cr
 def env(principal: Annotated[str, typer.Option(help="Connect as this principal.")] = "admin",
         mechanism: Annotated[str, typer.Option(help="SCRAM-SHA-512 or PLAIN.")] = "SCRAM-SHA-512",
         registry: RegistryOpt = Path("topics.yaml")) -> None:
-    """Print export lines: eval "$(hanzo-stream local env --principal llm-gateway)"."""
+    """Print export lines: eval "$(hanzo-stream local env --principal llm-gateway)".
+
+    As admin it also names the 0600 credentials file (HANZO_STREAM_SECRETS_FILE), so a plain
+    `hanzo-stream apply` finds every principal's password without one being printed.
+    """
     ctx = platform.context(registry, console)
     try:
         conn = ctx.connection(principal, mechanism)
     except (KeyError, RuntimeError) as e:
         console.print(f"[red]error:[/red] {escape(str(e.args[0]))}")
         raise typer.Exit(1) from None
-    sys.stdout.write(conn.env_exports() + platform.service_exports(ctx))
+    secrets = (f"export {SECRETS_FILE_ENV}={shlex.quote(str(ctx.credentials_file))}\n"
+               if principal == "admin" else f"unset {SECRETS_FILE_ENV}\n")
+    sys.stdout.write(conn.env_exports() + secrets + platform.service_exports(ctx))
 
 
 @app.command()

@@ -18,6 +18,9 @@ class Credentials:
     admin: str
     principals: dict[str, str] = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # never print a password (test failures print fixtures)
+        return f"Credentials(admin=..., principals=[{', '.join(sorted(self.principals))}])"
+
     def password(self, principal: str) -> str:
         if principal == "admin":
             return self.admin

@@ -17,14 +17,24 @@ import socket
 import subprocess
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..broker_config import BrokerSettings, Node, broker_config, jaas_config, to_server_properties
+from ..broker_config import (
+    CLIENT,
+    BrokerSettings,
+    ExtraListener,
+    Node,
+    broker_config,
+    jaas_config,
+    to_server_properties,
+)
 from ..connection import Connection
 from . import jars
 from .credentials import Credentials
-from .tls import make_tls
+from .tls import make_tls, tls_files
+
+WRONG_NAME_LISTENER = "WRONGNAME"  # serves a certificate for tls.WRONG_NAME (tests only)
 
 LOG4J = """log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.RollingFileAppender
@@ -51,10 +61,17 @@ class LocalCluster:
     nodes: list[dict]  # asdict(Node) + pid
     ca_file: str
     jmx_ports: list[int]
+    # One per node when started with wrong_name_listener (tests of hostname verification).
+    wrong_name_ports: list[int] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{n['client_port']}" for n in self.nodes)
+
+    @property
+    def wrong_name_bootstrap(self) -> str | None:
+        """The WRONGNAME listeners: same SASL_SSL, same CA, a certificate for another host."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.wrong_name_ports) or None
 
     def connection(self, username: str, password: str, mechanism: str = "SCRAM-SHA-512") -> Connection:
         return Connection(bootstrap=self.bootstrap, security_protocol="SASL_SSL",
@@ -126,19 +143,27 @@ def _java() -> str:
 def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSettings:
     nodes = tuple(Node(n["node_id"], n["host"], n["client_port"], n["internal_port"],
                        n["controller_port"]) for n in cluster.nodes)
+    extra: tuple[ExtraListener, ...] = ()
+    if cluster.wrong_name_ports:
+        extra = (ExtraListener(WRONG_NAME_LISTENER, cluster.wrong_name_ports[node_id - 1],
+                               str(tls_files(tls_dir).wrong_name_keystore_pem)),)
     return BrokerSettings(
         node_id=node_id, nodes=nodes, bind_host="127.0.0.1",
         log_dirs=str(cluster.node_dir(node_id) / "data"),
         keystore_pem=str(tls_dir / "broker-keystore.pem"), truststore_pem=str(tls_dir / "ca.pem"),
         group_initial_rebalance_delay_ms=0,  # local only: tests start consumers immediately
+        extra_listeners=extra,
     )
 
 
 def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
-          jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0) -> LocalCluster:
+          jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0,
+          wrong_name_listener: bool = False) -> LocalCluster:
     """Start (or resume) the cluster in `home` and wait until every broker serves SASL_SSL.
 
     jmx_agent: (agent jar, rules file) to expose Prometheus metrics from each broker.
+    wrong_name_listener: also serve a WRONGNAME listener whose certificate (same CA) is for
+    tls.WRONG_NAME, so tests can prove that clients refuse a name mismatch. Kept once set.
     """
     home.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(home)
@@ -146,19 +171,27 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
         raise BrokerFailed(f"{home} holds a {len(cluster.nodes)}-broker cluster; run "
                            "`hanzo-stream local down --purge` first to change the size")
     if cluster is None:
-        ports = free_ports(4 * brokers)
+        ports = free_ports((5 if wrong_name_listener else 4) * brokers)
         cluster = LocalCluster(
             home=str(home), cluster_id=random_cluster_id(), ca_file="",
             nodes=[{"node_id": i + 1, "host": "127.0.0.1", "client_port": ports[4 * i],
                     "internal_port": ports[4 * i + 1], "controller_port": ports[4 * i + 2],
                     "pid": None} for i in range(brokers)],
             jmx_ports=[ports[4 * i + 3] for i in range(brokers)],
+            wrong_name_ports=ports[4 * brokers:],
         )
+    elif wrong_name_listener and not cluster.wrong_name_ports:
+        raise BrokerFailed(f"{home} was created without the wrong-name listener; "
+                           "`hanzo-stream local down --purge` first")
     tls = make_tls(home.parent / "tls")
     cluster.ca_file = str(tls.ca_pem)
+    if cluster.wrong_name_ports and not tls.wrong_name_keystore_pem.exists():
+        raise BrokerFailed(f"{tls.ca_pem.parent} predates the wrong-name certificate; "
+                           "`hanzo-stream local down --purge` makes a fresh one")
     classpath = jars.kafka_classpath()
     spawned: dict[int, subprocess.Popen] = {}
-    secret = jaas_config(creds.admin, creds.principals)
+    listeners = (CLIENT, WRONG_NAME_LISTENER) if cluster.wrong_name_ports else (CLIENT,)
+    secret = jaas_config(creds.admin, creds.principals, listeners)
     for n in cluster.nodes:
         if _alive(n.get("pid"), _marker(cluster, n)):
             continue
@@ -166,8 +199,9 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
         (d / "logs").mkdir(parents=True, exist_ok=True)
         props = d / "server.properties"
         cfg = broker_config(settings_for(cluster, n["node_id"], tls.ca_pem.parent))
+        props.touch()
+        props.chmod(0o600)  # before the JAAS passwords are written into it
         props.write_text(to_server_properties(cfg | secret))
-        props.chmod(0o600)
         (d / "log4j.properties").write_text(LOG4J)
         jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",

@@ -54,8 +54,12 @@ class Context:
         return self.root / "consumers"
 
     @property
+    def credentials_file(self) -> Path:
+        return self.home / "credentials.json"
+
+    @property
     def creds(self) -> credentials.Credentials:
-        return credentials.load_or_create(self.home / "credentials.json",
+        return credentials.load_or_create(self.credentials_file,
                                           sorted(self.registry.principal_names()))
 
     @property

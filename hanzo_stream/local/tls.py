@@ -1,7 +1,12 @@
-"""A throwaway CA and a broker certificate for the local cluster, as PEM files.
+"""A throwaway CA and the broker's certificates for the local cluster, as PEM files.
 
 Clients verify the broker against this CA with hostname checking on, exactly as they
-would in production; only the CA is disposable.
+would in production; only the CA is disposable. Its key is never written: it signs the
+certificates below once, then is gone, so nothing else can ever be issued from it.
+
+- broker-keystore.pem: key + certificate for localhost/127.0.0.1 (the listeners clients use);
+- wrong-name-keystore.pem: key + certificate from the same CA for WRONG_NAME only, served by
+  the test broker's WRONGNAME listener so hostname verification meets a real mismatch.
 """
 
 from __future__ import annotations
@@ -16,11 +21,18 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+# RFC 6761: .invalid never resolves, so no client can ever legitimately reach this name.
+WRONG_NAME = "wrong-name.invalid"
+
 
 @dataclass(frozen=True)
 class TlsFiles:
     ca_pem: Path  # trust this
     keystore_pem: Path  # broker key (PKCS#8) + certificate chain
+    wrong_name_keystore_pem: Path  # the same for WRONG_NAME (absent in state from older versions)
+
+    def private_key_files(self) -> tuple[Path, ...]:
+        return tuple(p for p in (self.keystore_pem, self.wrong_name_keystore_pem) if p.exists())
 
 
 def _name(cn: str) -> x509.Name:
@@ -28,10 +40,15 @@ def _name(cn: str) -> x509.Name:
                       x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
+def tls_files(directory: Path) -> TlsFiles:
+    return TlsFiles(directory / "ca.pem", directory / "broker-keystore.pem",
+                    directory / "wrong-name-keystore.pem")
+
+
 def make_tls(directory: Path, hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> TlsFiles:
-    """Create (once) a CA and a broker certificate valid for `hosts`."""
+    """Create (once) a CA, a broker certificate valid for `hosts` and one for WRONG_NAME."""
     directory.mkdir(parents=True, exist_ok=True)
-    files = TlsFiles(directory / "ca.pem", directory / "broker-keystore.pem")
+    files = tls_files(directory)
     if files.ca_pem.exists() and files.keystore_pem.exists():
         return files
     now = dt.datetime.now(dt.UTC)
@@ -48,27 +65,29 @@ def make_tls(directory: Path, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"
                                      encipher_only=False, decipher_only=False), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = []
-    for h in hosts:
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
-        except ValueError:
-            sans.append(x509.DNSName(h))
-    cert = (
-        x509.CertificateBuilder().subject_name(_name("kafka")).issuer_name(ca_cert.subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=397))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                              ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
     pem = serialization.Encoding.PEM
+    for path, names in ((files.keystore_pem, hosts), (files.wrong_name_keystore_pem, (WRONG_NAME,))):
+        key = ec.generate_private_key(ec.SECP256R1())
+        sans: list[x509.GeneralName] = []
+        for h in names:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+            except ValueError:
+                sans.append(x509.DNSName(h))
+        cert = (
+            x509.CertificateBuilder().subject_name(_name("kafka")).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=397))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        path.touch(mode=0o600)  # 0600 before the key is in it
+        path.write_bytes(
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            + cert.public_bytes(pem) + ca_cert.public_bytes(pem)
+        )
+        path.chmod(0o600)
     files.ca_pem.write_bytes(ca_cert.public_bytes(pem))
-    files.keystore_pem.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        + cert.public_bytes(pem) + ca_cert.public_bytes(pem)
-    )
-    files.keystore_pem.chmod(0o600)
     return files

@@ -3,13 +3,15 @@
 Order of preference: an external cluster named by HANZO_STREAM_BOOTSTRAP (admin
 credentials in HANZO_STREAM_SASL_USERNAME/PASSWORD, principal passwords in the JSON file
 HANZO_STREAM_SECRETS_FILE), otherwise a local KRaft process with SASL, TLS and ACLs
-(the case on machines without a Docker engine, including CI here).
+(the case on machines without a Docker engine, including CI here). The local broker also
+serves the WRONGNAME listener (a certificate for another host) for test_authentication.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,6 +42,13 @@ def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float
                 return last
         time.sleep(every)
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def exports(text: str) -> dict[str, str]:
+    """The variables `export NAME=value` lines set (what `eval` of `local env` does)."""
+    return {k: shlex.split(v)[0] for k, v in (line.removeprefix("export ").split("=", 1)
+                                              for line in text.splitlines()
+                                              if line.startswith("export "))}
 
 
 @dataclass
@@ -76,7 +85,7 @@ class Cluster:
 def _start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
     creds = credentials.load_or_create(home / "credentials.json",
                                        sorted(registry.principal_names()))
-    local = kafka.start(home / "kafka", creds, brokers=brokers)
+    local = kafka.start(home / "kafka", creds, brokers=brokers, wrong_name_listener=True)
     print(f"\nlocal {brokers}-broker cluster at {local.bootstrap}; logs: "
           + ", ".join(map(str, local.log_files())))
     return Cluster(local.bootstrap, local.ca_file, creds, brokers, home, local)
@@ -110,19 +119,30 @@ def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
         kafka.stop(home / "kafka")
 
 
-def apply_registry(cluster: Cluster, registry: Registry):
+def apply_registry(cluster: Cluster, registry: Registry, more_passwords: dict[str, str] | None = None):
     """Apply a registry as the reconciler does in production; returns (plan, result, admin)."""
     from hanzo_stream.reconcile import reconcile
 
     admin = cluster.counting_admin()
-    plan, result = reconcile(admin, registry, dict(cluster.creds.principals))
+    passwords = dict(cluster.creds.principals) | (more_passwords or {})
+    plan, result = reconcile(admin, registry, passwords)
     assert not plan.errors, plan.errors
     assert result.ok, result.failed
     return plan, result, admin
+
+
+def wait_until_logged_in(conns: list[Connection]) -> None:
+    """New SCRAM users reach the broker's credential cache a moment after apply returns (a
+    busy broker first creates the new topics' logs), so a login right away can be refused."""
+    from hanzo_stream.diagnose import diagnose
+
+    for c in conns:
+        wait_for(lambda c=c: diagnose(c, timeout=10) is None, 60, f"{c.username} to log in")
 
 
 @pytest.fixture(scope="session")
 def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
     """The session broker with topics.yaml applied: HIP topics, ACLs and SCRAM users."""
     apply_registry(kafka_cluster, registry)
+    wait_until_logged_in([kafka_cluster.as_(p) for p in sorted(registry.principal_names())])
     return kafka_cluster

@@ -1,7 +1,8 @@
-"""The ACLs the registry generates really allow each principal what it needs, and nothing more.
+"""Real clients at work under the registry's ACLs: consumer groups, PLAIN, kafka-python-ng.
 
-Real clients over SASL_SSL (SCRAM-SHA-512 and PLAIN) against the StandardAuthorizer: for every
-principal one allowed and one denied operation, derived from topics.yaml itself.
+The full matrix (every principal x resource x operation) is test_acl_matrix.py; failed
+logins are test_authentication.py. These are the paths a service walks: a group principal
+reads and commits with its own group and is refused any other group or topic.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from hanzo_stream.registry import load_registry
 
 pytestmark = pytest.mark.integration
 REG = load_registry(Path(__file__).resolve().parents[2] / "topics.yaml")
-PRODUCERS = sorted({(p, t.name) for t in REG.topics for p in t.producers if p != "*"})
 GROUPS = sorted((g.principal, g.name, g.topics[0]) for g in REG.groups)
 
 
@@ -31,20 +31,6 @@ def produce(conn, topic: str, value: bytes = b"{}") -> KafkaError | None:
 
 def other_topic(principal: str, allowed: set[str]) -> str:
     return next(t.name for t in REG.topics if t.name not in allowed and t.name != "dead_letter")
-
-
-@pytest.mark.parametrize(("principal", "topic"), PRODUCERS)
-def test_producer_writes_its_topic_and_nothing_else(hip_cluster, principal, topic):
-    conn = hip_cluster.as_(principal)
-    assert produce(conn, topic) is None
-    writable = {t for p, t in PRODUCERS if p == principal}
-    denied = produce(conn, other_topic(principal, writable))
-    assert denied is not None and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-
-
-@pytest.mark.parametrize("principal", sorted(REG.principal_names()))
-def test_every_principal_may_dead_letter(hip_cluster, principal):
-    assert produce(hip_cluster.as_(principal), "dead_letter", b"not json") is None
 
 
 def _consumer(conn, group: str) -> Consumer:
@@ -90,14 +76,8 @@ def test_group_principal_reads_its_topic_with_its_group_only(hip_cluster, princi
         c.close()
 
 
-def test_plain_mechanism_and_wrong_password(hip_cluster):
+def test_plain_mechanism_logs_in_and_produces(hip_cluster):
     assert produce(hip_cluster.as_("llm-gateway", "PLAIN"), "llm_usage") is None
-    bad = hip_cluster.as_("llm-gateway").as_principal("llm-gateway", "wrong-password")
-    p = Producer(bad.confluent() | {"message.timeout.ms": 5000})
-    errors: list = []
-    p.produce("llm_usage", b"{}", on_delivery=lambda e, m: errors.append(e))
-    p.flush(10)
-    assert errors and errors[0] is not None
 
 
 def test_kafka_python_ng_produces_and_consumes(hip_cluster):
@@ -113,17 +93,3 @@ def test_kafka_python_ng_produces_and_consumes(hip_cluster):
         assert value in {m.value for m in cons}
     finally:
         cons.close()
-
-
-def test_tls_is_verified(hip_cluster, tmp_path):
-    other_ca = tmp_path / "other-ca"
-    from hanzo_stream.local.tls import make_tls
-
-    files = make_tls(other_ca)
-    conn = hip_cluster.as_("llm-gateway")
-    untrusted = type(conn)(**{**conn.__dict__, "ca_file": str(files.ca_pem)})
-    p = Producer(untrusted.confluent() | {"message.timeout.ms": 5000})
-    errors: list = []
-    p.produce("llm_usage", b"{}", on_delivery=lambda e, m: errors.append(e))
-    p.flush(10)
-    assert errors and errors[0] is not None

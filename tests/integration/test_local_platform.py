@@ -25,7 +25,7 @@ import pytest
 from hanzo_stream.jobs import process
 from hanzo_stream.local import prometheus
 from hanzo_stream.monitoring import dashboards
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import exports, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -100,10 +100,7 @@ def test_status_shows_every_component_and_the_pipeline(platform: Platform) -> No
 
 
 def test_local_env_points_the_cli_at_the_platform(platform: Platform) -> None:
-    env = platform.cli("local", "env")
-    assert env.returncode == 0, env.stderr
-    exported = dict(line.removeprefix("export ").split("=", 1) for line in env.stdout.splitlines())
-    exported = {k: v.strip("'") for k, v in exported.items()}
+    exported = _local_env(platform)
     assert exported["HANZO_STREAM_SECURITY_PROTOCOL"] == "SASL_SSL"
     plan = platform.cli("plan", extra_env=exported, timeout=120)
     assert plan.returncode == 0, plan.stdout + plan.stderr  # converged: nothing to change
@@ -173,6 +170,98 @@ def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform
     assert restart.returncode == 0, restart.stdout + restart.stderr
     wait_for(lambda: (v := platform.lag(group)) is not None and v < min(100, risen / 3), 240,
              f"{group} lag to drain below {min(100, risen / 3):.0f} (peak {risen:.0f})")
+
+
+# Files that hold secrets on purpose, each 0600 (docs/security.md says what each holds).
+SECRET_HOLDERS = ("credentials.json", "kafka/node-*/server.properties", "tls/*-keystore.pem")
+
+
+def test_no_secret_in_plain_text_anywhere_the_platform_writes(platform: Platform, tmp_path) -> None:
+    """Every generated password and private key, searched in every form (secret_scan.py)
+    through everything written: each component's files and logs under the state directory,
+    job outputs and reports, plan files (text and JSON), the CLI's output, the Pulumi
+    program's rendered manifests and the repository's files. Found only in the 0600 holders."""
+    from hanzo_stream.local import credentials
+    from tests.integration import secret_scan as scan
+    from tests.unit.infra_helpers import manifests, render
+
+    home = platform.home
+    creds = credentials.load_or_create(home / "credentials.json", [])
+    local = [scan.password("admin password", creds.admin)] + [
+        scan.password(f"password of {p}", pw) for p, pw in sorted(creds.principals.items())]
+    for pem in sorted((home / "tls").glob("*-keystore.pem")):
+        local += scan.private_keys_in(f"private key in {pem.name}", pem)
+    rendered = {stack: render(stack) for stack in ("dev", "prod")}
+    pulumi = [scan.from_value(f"{stack} stack generated secret #{i}", v)
+              for stack, r in rendered.items() for i, v in enumerate(r["generated_secrets"])]
+    every = local + pulumi
+    assert len(local) >= 13 and len(pulumi) >= 28, (len(local), len(pulumi))  # 11 passwords, 2 keys
+
+    # What the CLI prints and saves: plan as text, as JSON, to a file, with SCRAM rotations
+    # pending (--rotate-passwords), the connection check, status.
+    env = _local_env(platform)
+    plan_file = tmp_path / "plan.json"
+    outputs = {"local up": platform.up_output}
+    for name, args in (("plan", ["plan", "--rotate-passwords"]),
+                       ("plan --json", ["plan", "--json", "--rotate-passwords"]),
+                       ("plan --out", ["plan", "--rotate-passwords", "--out", str(plan_file)]),
+                       ("check", ["check"]), ("local status", ["local", "status", "--json"])):
+        res = platform.cli(*args, extra_env=env, timeout=180)
+        assert res.returncode in (0, 2), (name, res.stdout + res.stderr)
+        outputs[name] = res.stdout + res.stderr
+    assert "rotate password" in outputs["plan"] and plan_file.exists()
+
+    sources: dict[str, bytes] = {f"output of {k}": v.encode() for k, v in outputs.items()}
+    for stack, r in rendered.items():  # what would be sent to the cluster, Secrets aside
+        shown = [m for m in manifests(r) if m.get("kind") != "Secret"]
+        sources[f"{stack} rendered manifests"] = json.dumps(shown).encode()
+    files = [*scan.files_under(home), plan_file]
+    repo = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                          capture_output=True, check=True).stdout.decode().split("\0")
+    files += [ROOT / f for f in repo if f and (ROOT / f).is_file()]
+    holders = {f for pattern in SECRET_HOLDERS for f in home.glob(pattern)}
+    assert len(holders) >= 4, holders  # credentials, one server.properties, two keystores
+    leaks, scanned = [], 0
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:  # a log rotated away while we read
+            continue
+        scanned += len(data)
+        hits = scan.found(data, every)
+        if f in holders:
+            assert f.stat().st_mode & 0o777 == 0o600, f"{f} holds secrets but is not 0600"
+        elif hits:
+            leaks.append(f"{f}: {', '.join(hits)}")
+    for where, data in sources.items():
+        scanned += len(data)
+        leaks += [f"{where}: {h}" for h in scan.found(data, every)]
+    held = {label for f in holders for label in scan.found(f.read_bytes(), local)}
+    print(f"\nsecret scan: {len(every)} secrets ({len(local)} local, {len(pulumi)} from the "
+          f"rendered stacks) searched in {len(files)} files and {len(sources)} outputs, "
+          f"{scanned / 1e6:.1f} MB; found outside the {len(holders)} 0600 holders: {len(leaks)}")
+    assert not leaks, "\n".join(leaks)
+    assert held == {s.label for s in local}  # the scan does see them where they are kept
+
+
+def _local_env(platform: Platform) -> dict[str, str]:
+    res = platform.cli("local", "env")
+    assert res.returncode == 0, res.stderr
+    return exports(res.stdout)
+
+
+def test_local_env_prints_no_password_but_the_admins(platform: Platform) -> None:
+    """`local env` hands the reconciler the 0600 file's path, not the passwords in it."""
+    from hanzo_stream.local import credentials
+
+    creds = credentials.load_or_create(platform.home / "credentials.json", [])
+    out = platform.cli("local", "env").stdout
+    assert creds.admin in out  # HANZO_STREAM_SASL_PASSWORD: the admin logs in with it
+    assert not [p for p, pw in creds.principals.items() if pw in out]
+    assert f"HANZO_STREAM_SECRETS_FILE={platform.home / 'credentials.json'}" in out
+    as_service = platform.cli("local", "env", "--principal", "llm-gateway").stdout
+    assert creds.admin not in as_service and "unset HANZO_STREAM_SECRETS_FILE" in as_service
+    assert [p for p, pw in creds.principals.items() if pw in as_service] == ["llm-gateway"]
 
 
 def test_down_stops_every_process_and_keeps_the_data(platform: Platform) -> None:

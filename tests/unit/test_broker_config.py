@@ -78,3 +78,24 @@ def test_bitnami_refuses_keys_it_cannot_express():
 def test_server_properties_one_line_per_key():
     text = to_server_properties({"a.b": "1", "c": "x\ny"})
     assert text == "a.b=1\nc=x\\ny\n"
+
+
+def test_an_extra_listener_is_a_client_listener_with_its_own_certificate():
+    from hanzo_stream.broker_config import ExtraListener
+
+    base = settings(1)
+    s = BrokerSettings(base.node_id, base.nodes, base.log_dirs, base.keystore_pem,
+                       base.truststore_pem, extra_listeners=(ExtraListener("WRONGNAME", 9099, "/tls/x.pem"),))
+    cfg = broker_config(s)
+    assert cfg["listeners"].endswith(",WRONGNAME://0.0.0.0:9099")
+    assert cfg["advertised.listeners"].endswith(",WRONGNAME://kafka-0.kafka-headless:9099")
+    assert cfg["listener.security.protocol.map"].endswith(",WRONGNAME:SASL_SSL")
+    assert cfg["listener.name.wrongname.ssl.keystore.location"] == "/tls/x.pem"
+    assert cfg["listener.name.wrongname.sasl.enabled.mechanisms"] == cfg["sasl.enabled.mechanisms"]
+    assert cfg["ssl.keystore.location"] == "/tls/keystore.pem"  # CLIENT keeps its own
+    jaas = jaas_config("s3cret", {"u": "p"}, ("CLIENT", "WRONGNAME"))
+    assert jaas["listener.name.wrongname.plain.sasl.jaas.config"] == \
+        jaas["listener.name.client.plain.sasl.jaas.config"]
+    assert "listener.name.wrongname.scram-sha-512.sasl.jaas.config" in jaas
+    assert set(cfg) - set(broker_config(base)) == {
+        "listener.name.wrongname.ssl.keystore.location", "listener.name.wrongname.sasl.enabled.mechanisms"}
