@@ -20,7 +20,9 @@ from ..registry.model import WILDCARD
 
 SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter"}
 TOP_KEYS = {"group", "job", "description", "checkpoint", "trigger", "max_offsets_per_trigger",
-            "lag_sla", "window", "watermark", "sinks", "spark_conf", "aggregate"}
+            "lag_sla", "window", "watermark", "sinks", "spark_conf", "aggregate", "runtime",
+            "metrics"}
+RUNTIMES = ("spark", "consumer")  # a PySpark job, or a plain consumer (hanzo_stream/jobs/consumer.py)
 REQUIRED = ("group", "job", "checkpoint", "sinks")
 AGGREGATE_KEYS = {"output": str, "sink": str, "by": list, "id_field": str, "sum": list,
                   "money": str, "micros": str, "count": str}
@@ -66,7 +68,7 @@ class JobSpec:
 
     name: str
     group: Group
-    job: Path  # the PySpark entry point (spark/<name>.py)
+    job: Path  # the entry point: spark/<name>.py, or the module of a `runtime: consumer` job
     checkpoint: str  # absolute local path or a Hadoop URL (s3a://, hdfs://)
     home: Path  # state directory the relative paths were resolved against
     sinks: dict[str, Sink]
@@ -78,6 +80,8 @@ class JobSpec:
     watermark_seconds: int | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
     aggregate: Aggregate | None = None
+    runtime: str = "spark"
+    metrics: dict[str, Any] | None = None  # a consumer job's `metrics:` block (its own module checks it)
     source_file: str = ""
 
     @property
@@ -167,7 +171,8 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
             window_seconds=int(seconds(doc["window"])) if "window" in doc else None,
             watermark_seconds=int(seconds(doc["watermark"])) if "watermark" in doc else None,
             spark_conf={k: str(v) for k, v in (doc.get("spark_conf") or {}).items()},
-            aggregate=aggregate, source_file=file,
+            aggregate=aggregate, runtime=doc.get("runtime", "spark"), metrics=doc.get("metrics"),
+            source_file=file,
         )
     except ValueError as e:
         problems.append(f"{file}: {e}; durations look like 500ms, 10s, 15m, 1h")
@@ -191,6 +196,10 @@ def _check_shape(doc: Any, file: str) -> list[str]:
         for k, v in sinks.items():
             if not isinstance(v, dict) or v.get("type") not in SINK_TYPES:
                 problems.append(f"{file}: sinks.{k}.type: use one of {', '.join(sorted(SINK_TYPES))}")
+    if doc.get("runtime", "spark") not in RUNTIMES:
+        problems.append(f"{file}: runtime: use one of {', '.join(RUNTIMES)} (see docs/jobs.md)")
+    if "metrics" in doc and not isinstance(doc["metrics"], dict):
+        problems.append(f"{file}: metrics: a mapping (see docs/jobs.md, llm-metrics)")
     mopt = doc.get("max_offsets_per_trigger")
     if mopt is not None and (not isinstance(mopt, int) or mopt <= 0):
         problems.append(f"{file}: max_offsets_per_trigger: a positive integer")
