@@ -4,6 +4,8 @@ parses, dedupe, the checkpoint's round trip and order, and the spec's `metrics:`
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import urllib.request
 from decimal import Decimal
 from pathlib import Path
@@ -224,3 +226,51 @@ def test_scrape_target_file_is_prometheus_file_sd(tmp_path):
     f = consumer.write_target(str(tmp_path / "targets"), "llm-metrics", "http://127.0.0.1:9464")
     assert json.loads(f.read_text()) == [{"targets": ["127.0.0.1:9464"],
                                           "labels": {"consumergroup": "llm-metrics"}}]
+
+
+# ---------------------------------------------------------------- alerts from the spec
+
+def _promtool(*args) -> subprocess.CompletedProcess:
+    exe = shutil.which("promtool")
+    assert exe, "promtool missing: apt-get install prometheus"
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def _write(tmp_path: Path, s: Settings) -> tuple[Path, Path]:
+    from hanzo_stream.monitoring import llm_alerts
+
+    (tmp_path / "rules").mkdir(exist_ok=True)
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    rules = tmp_path / "rules" / llm_alerts.GENERATED_FILE.name
+    rules.write_text(llm_alerts.render(s))
+    test = tmp_path / "tests" / "llm-alerts.test.yaml"
+    test.write_text(llm_alerts.render_tests(s))
+    return rules, test
+
+
+def test_alert_thresholds_come_from_the_spec_and_promtool_proves_them(settings, tmp_path):
+    import dataclasses
+
+    from hanzo_stream.monitoring import llm_alerts
+
+    assert llm_alerts.settings(ROOT) == settings  # monitoring/ is generated from the spec
+    custom = dataclasses.replace(settings, alerts=dataclasses.replace(
+        settings.alerts, latency_p95_seconds=4, latency_for="3m", cost_usd_per_hour=7.5, cost_for="20m"))
+    rules, test = _write(tmp_path, custom)
+    res = _promtool("test", "rules", test)
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = yaml.safe_load(rules.read_text())["groups"][0]["rules"]
+    assert [(r["alert"], r["expr"].rsplit(" ", 1)[-1], r["for"]) for r in doc] == [
+        ("LlmLatencyP95High", "4", "3m"), ("LlmCostSpike", "7.5", "20m")]
+
+
+@pytest.mark.parametrize("mutation", [("> 30\n", "> 60\n"), ("rate(hanzo_llm_cost_usd_total[5m])) * 3600",
+                                                              "rate(hanzo_llm_cost_usd_total[5m]))"),
+                                      ("for: 10m", "for: 0m")])
+def test_promtool_catches_rules_that_ignore_the_spec(settings, tmp_path, mutation):
+    rules, test = _write(tmp_path, settings)
+    text = rules.read_text()
+    assert mutation[0] in text
+    rules.write_text(text.replace(*mutation))
+    res = _promtool("test", "rules", test)
+    assert res.returncode != 0, "the generated promtool test is vacuous"
