@@ -630,7 +630,7 @@ def test_rpc_billing_settles_exact_hours_once_and_dead_letters_late_and_invalid(
         ("k", {**good, "id": uuid7(), "data": {k: v for k, v in good["data"].items() if k != "agent_id"}},
          "key.missing"),
         ("k", {**good, "id": uuid7(), "data": {**good["data"], "tokens": 5}}, "schema.unknown_field"),
-        ("k", {**good, "id": uuid7(), "type": "llm.usage.completed"}, "schema.required"),
+        ("k", standard("llm.usage.completed"), "topic.mismatch"),
         ("k", b'{"schema": "hanzo.stream.v1", "id": ', "json.malformed"),
     ]
     for _, value, cls in bad:  # the client library gives the same verdict on the same bytes

@@ -28,7 +28,7 @@ from hanzo_stream.jobs.spec import SpecInvalid, list_specs, load_spec, seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMERS = ROOT / "consumers"
-JOBS = ["analytics-ingest", "audit-archive", "billing-agg", "rpc-billing"]
+JOBS = ["analytics-ingest", "audit-archive", "billing-agg", "llm-metrics", "rpc-billing"]
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +46,15 @@ def test_every_consumer_spec_loads_against_the_registry(registry, tmp_path):
         s = load_spec(name, registry, CONSUMERS, tmp_path)
         g = registry.group(name)
         assert (s.principal, s.topics) == (g.principal, g.topics)  # facts from the registry
-        assert s.job.exists() and s.job.parent.name == "spark"
+        assert s.job.exists() and s.job.parent.name == ("spark" if s.runtime == "spark" else "jobs")
         assert s.checkpoint.startswith(str(tmp_path.resolve()))
         assert s.checkpoint_for("q") == f"{s.checkpoint}/q"
         assert "dead_letter" in {k.type for k in s.sinks.values()}
     billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
     assert (billing.window_seconds, billing.watermark_seconds) == (3600, 600)
     assert billing.sink("billing_events").get("topic") == "billing_events"
+    assert [n for n in JOBS if load_spec(n, registry, CONSUMERS, tmp_path).runtime != "spark"] == [
+        "llm-metrics"]
 
 
 def test_both_settlement_jobs_are_one_engine_configured_by_their_specs(registry, schemas, tmp_path):
@@ -143,6 +145,7 @@ def test_a_spec_may_only_write_where_its_principal_may(registry, tmp_path):
     ({"job": "spark/missing.py"}, "does not exist"),
     ({"trigger": "soon"}, "durations look like"),
     ({"max_offsets_per_trigger": -5}, "positive integer"),
+    ({"runtime": "flink"}, "runtime: use one of spark, consumer"),
     ({"sinks": {"out": {"type": "kafka", "topic": "no_such_topic"}}}, "is not a registry topic"),
 ])
 def test_spec_problems_name_the_field_and_the_fix(registry, tmp_path, doc, message):
