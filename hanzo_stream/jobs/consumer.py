@@ -134,7 +134,9 @@ class MetricsConsumer:
         assert conn is not None
         return Consumer(conn.confluent() | {
             "group.id": self.spec.name, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "client.id": f"hanzo-stream-{self.spec.name}", "log_level": 4})
+            "client.id": f"hanzo-stream-{self.spec.name}", "log_level": 4,
+            # A replica that died hands its partitions over after 10 s, not the default 45 s.
+            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3_000})
 
     # -- group membership
 
