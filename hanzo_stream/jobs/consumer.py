@@ -146,9 +146,10 @@ class MetricsConsumer:
         for tp in partitions:
             key = (tp.topic, tp.partition)
             at = start_from(self.saved.get(key), committed.get(key))
-            if at is not None:
-                tp.offset = at
-                self.positions[key] = at
+            if at is None:  # new to the group: the earliest retained record (and commit it, as
+                at = consumer.get_watermark_offsets(tp, timeout=30)[0]  # the Spark jobs do)
+            tp.offset = at
+            self.positions[key] = at
             self.assigned.add(key)
         consumer.assign(partitions)
         log.warning("%s: assigned %s", self.spec.name, sorted(self.assigned))

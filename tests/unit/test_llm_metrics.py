@@ -130,7 +130,7 @@ def test_metrics_block_problems_name_the_field(registry, tmp_path, change, messa
 
 
 def test_a_partition_resumes_at_the_further_of_checkpoint_and_commit():
-    assert consumer.start_from(None, None) is None  # neither: auto.offset.reset (earliest)
+    assert consumer.start_from(None, None) is None  # neither: the earliest retained offset
     assert consumer.start_from(40, -1001) == 40  # crash after the state write, before the commit
     assert consumer.start_from(40, 55) == 55  # another replica went further while we were away
     assert consumer.start_from(None, 7) == 7
