@@ -225,6 +225,9 @@ def test_llm_metrics_counts_known_events_exactly_and_survives_a_crash(cluster, t
         for (m, p) in want:
             assert value(prom, f'resets(hanzo_llm_requests_total{{model="{m}", provider="{p}"}}[10m])') == 0
         wait_for(lambda: (lambda c, e: c == e)(*offsets_of(cluster, JOB, TOPIC)), 60, "lag 0 again")
+        # It resumed at its checkpoint, not at the topic's start with fresh counters (same totals,
+        # but batch 1's invalid records would be dead-lettered a second time).
+        assert len(dead_letters(cluster, JOB, TOPIC, set(where1))) == len(bad)
 
         # -------- every panel of the LLM dashboard has data for this run's models
         variables = {"model": f"{run}-.*", "provider": ".*"}
