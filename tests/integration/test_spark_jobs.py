@@ -439,6 +439,22 @@ def billing_events(cluster, run: str) -> list[dict]:
     return [d for d in docs if str(d.get("team_id", "")).startswith(run)]
 
 
+def assert_rejected(cluster, job: str, topic: str, produced: list, bad_pos: list, bad: list,
+                    late_pos: list, watermark: str, schema: str) -> None:
+    """Of all `produced` records, exactly the invalid ones (with their classes) and the late ones
+    are dead-lettered, once each; a late one's message names the watermark it missed."""
+    letters = dead_letters(cluster, job, topic, set(produced))
+    by_pos = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])): m
+              for m in letters}
+    assert len(by_pos) == len(letters)
+    want = {pos: cls for pos, (_, _, cls) in zip(bad_pos, bad, strict=True)}
+    want |= {pos: "event.late" for pos in late_pos}
+    assert {p: headers(m)[dl.H_ERROR_CLASS].decode() for p, m in by_pos.items()} == want
+    for pos in late_pos:
+        assert f"watermark {watermark}".encode() in headers(by_pos[pos])[dl.H_ERROR_MESSAGE]
+        assert headers(by_pos[pos])[dl.H_SCHEMA] == schema.encode()
+
+
 def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cluster, tmp_path):
     run = uuid.uuid4().hex[:8]
     day = datetime(2032, 3, 4, tzinfo=UTC)
@@ -502,17 +518,10 @@ def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cl
     assert {e["data"]["billing_id"]: e for e in got} == want
     assert len(got) == len(want), "a window was billed twice"
 
-    letters = dead_letters(cluster, "billing-agg", "llm_usage", set(where1 + where2))
-    by_pos = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])): m
-              for m in letters}
-    assert len(by_pos) == len(letters)
-    n1 = len(p1) + len(retried1)
-    want_classes = {pos: cls for pos, (_, _, cls) in zip(where1[n1:], bad, strict=True)}
     late_pos = [where2[i] for i in range(len(late))] + [where2[-1]]  # + the late retry of 10:05
-    want_classes |= {pos: "event.late" for pos in late_pos}
-    assert {p: headers(m)[dl.H_ERROR_CLASS].decode() for p, m in by_pos.items()} == want_classes
-    for pos in late_pos:
-        assert b"watermark 2032-03-04T12:20:00.000Z" in headers(by_pos[pos])[dl.H_ERROR_MESSAGE]
+    assert_rejected(cluster, "billing-agg", "llm_usage", where1 + where2,
+                    where1[len(p1) + len(retried1):], bad,
+                    late_pos, "2032-03-04T12:20:00.000Z", "llm.usage.completed")
     assert_caught_up(cluster, "billing-agg", "llm_usage")
 
 
@@ -667,18 +676,10 @@ def test_rpc_billing_settles_exact_hours_once_and_dead_letters_late_and_invalid(
     assert {e["data"]["settlement_id"]: e for e in got} == want
     assert len(got) == len(want), "an hour was settled twice"
 
-    letters = dead_letters(cluster, "rpc-billing", "agent_rpc_metering", set(where1 + where2))
-    by_pos = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])): m
-              for m in letters}
-    assert len(by_pos) == len(letters)
-    n1 = len(p1) + len(retried1)
-    want_classes = {pos: cls for pos, (_, _, cls) in zip(where1[n1:], bad, strict=True)}
     late_pos = [where2[i] for i in range(len(late))] + [where2[-1]]  # + the late retry of 10:05
-    want_classes |= {pos: "event.late" for pos in late_pos}
-    assert {p: headers(m)[dl.H_ERROR_CLASS].decode() for p, m in by_pos.items()} == want_classes
-    for pos in late_pos:
-        assert b"watermark 2036-04-05T12:20:00.000Z" in headers(by_pos[pos])[dl.H_ERROR_MESSAGE]
-        assert headers(by_pos[pos])[dl.H_SCHEMA] == b"agent.rpc.metered"
+    assert_rejected(cluster, "rpc-billing", "agent_rpc_metering", where1 + where2,
+                    where1[len(p1) + len(retried1):], bad,
+                    late_pos, "2036-04-05T12:20:00.000Z", "agent.rpc.metered")
     assert_caught_up(cluster, "rpc-billing", "agent_rpc_metering")
 
 
