@@ -231,11 +231,12 @@ def _now_iso() -> str:
 
 def serve(collector: Published, listen: str):
     """/metrics on `listen` (host:port; port 0 picks a free one); returns (server, url)."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
     host, _, port = listen.rpartition(":")
     reg = CollectorRegistry(auto_describe=True)
     reg.register(collector)
+    ProcessCollector(registry=reg)  # process_resident_memory_bytes, _cpu_seconds_total, ...
     server, _thread = start_http_server(int(port), addr=host or "0.0.0.0", registry=reg)
     bound = server.server_address[1]
     shown = "127.0.0.1" if host in ("", "0.0.0.0") else host
