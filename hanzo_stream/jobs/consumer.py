@@ -18,10 +18,12 @@ when partitions are revoked, and on stop) the job checkpoints:
 
 On start the counters are read back and each assigned partition resumes at the larger of
 the checkpoint's offset and the group's committed one (another replica may have gone
-further). So what Prometheus saw is always a prefix of the topic counted once: a crash
-re-reads only records no scrape has seen counted. What it does not cover: a crash between
+further), after re-reading the `dedupe_window` records before it without counting them (so
+the retry of an event counted before the restart is still recognized). So what Prometheus
+saw is always a prefix of the topic counted once: a crash re-reads only records no scrape
+has seen counted. What it does not cover: a crash between
 steps 2 and 4 while another replica takes the partition (it re-counts one interval), a
-retried event whose original is older than the dedupe window, and a lost state file (a
+retried event more than `dedupe_window` records behind its original, and a lost state file (a
 new pod without its volume): counters then restart from zero, which Prometheus' rate()
 and increase() treat as a counter reset, and counting resumes at the committed offsets.
 
@@ -43,6 +45,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ..client.router import Accepted, Router
 from ..client.validator import Validator
@@ -125,6 +129,7 @@ class MetricsConsumer:
         self.kafka_out = kafka_out or KafkaOut(conn, client_id=f"hanzo-stream-{spec.name}")
         self.consumer = consumer or self._consumer(conn)
         self.assigned: set[TP] = set()
+        self.replay_until: dict[TP, int] = {}  # below this offset a record was counted before
         self.ends: dict[TP, int] = {}  # --once: the end offsets to reach
         self.last_checkpoint = time.monotonic()
 
@@ -145,10 +150,15 @@ class MetricsConsumer:
                      for tp in consumer.committed(partitions, timeout=30)}
         for tp in partitions:
             key = (tp.topic, tp.partition)
+            earliest = consumer.get_watermark_offsets(tp, timeout=30)[0]
             at = start_from(self.saved.get(key), committed.get(key))
             if at is None:  # new to the group: the earliest retained record (and commit it, as
-                at = consumer.get_watermark_offsets(tp, timeout=30)[0]  # the Spark jobs do)
-            tp.offset = at
+                at = earliest  # the Spark jobs do)
+            # Re-read up to dedupe_window records before `at` without counting them, so a retry
+            # of an event counted before a restart or a rebalance is still known as one.
+            tp.offset = max(earliest, at - self.settings.dedupe_window)
+            self.replay_until[key] = at
+            self.usage.forget(tp.partition)
             self.positions[key] = at
             self.assigned.add(key)
         consumer.assign(partitions)
@@ -163,6 +173,10 @@ class MetricsConsumer:
     def handle(self, msg) -> None:
         tp = (msg.topic(), msg.partition())
         verdict = self.router.route_bytes(msg.value(), topic=msg.topic())
+        if msg.offset() < self.replay_until.get(tp, 0):  # counted before: only its id matters
+            if isinstance(verdict, Accepted):
+                self.usage.seen(msg.partition(), orjson.loads(msg.value())["id"])
+            return
         if isinstance(verdict, Accepted):
             event = json.loads(msg.value(), parse_float=Decimal)  # cost_usd's decimal text, exactly
             self.usage.observe(event, msg.partition())

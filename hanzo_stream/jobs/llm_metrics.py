@@ -53,7 +53,7 @@ class Settings:
     latency_buckets: tuple[Decimal, ...] = tuple(Decimal(b) for b in (
         "0.25", "0.5", "1", "2.5", "5", "10", "20", "30", "60", "120"))  # seconds
     max_series: int = 500  # distinct (model, provider) pairs before the rest count as _other
-    dedupe_window: int = 10_000  # recent event ids remembered per partition
+    dedupe_window: int = 2_000  # recent event ids remembered per partition (re-read on assignment)
     alerts: Alerts = field(default_factory=Alerts)
 
     @staticmethod
@@ -125,6 +125,10 @@ class LlmUsage:
         if len(recent) > self.settings.dedupe_window:
             recent.popitem(last=False)
         return False
+
+    def forget(self, partition: int) -> None:
+        """Drop a partition's remembered ids (it is re-read from before its position)."""
+        self._recent.pop(partition, None)
 
     def observe(self, event: dict[str, Any], partition: int = 0) -> str:
         """Count one valid event (numbers parsed as Decimal); returns its outcome."""

@@ -274,3 +274,49 @@ def test_promtool_catches_rules_that_ignore_the_spec(settings, tmp_path, mutatio
     rules.write_text(text.replace(*mutation))
     res = _promtool("test", "rules", test)
     assert res.returncode != 0, "the generated promtool test is vacuous"
+
+
+class FakeGroup(Recorder):
+    """The consumer side of a (re)assignment: nothing committed, partitions from offset 0."""
+
+    def committed(self, partitions, timeout):
+        from confluent_kafka import TopicPartition
+
+        return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]
+
+    def get_watermark_offsets(self, tp, timeout):
+        return 0, 100
+
+    def assign(self, partitions):
+        self.log.append(("assign", [(tp.partition, tp.offset) for tp in partitions]))
+
+
+def test_a_retry_of_an_event_counted_before_a_restart_still_counts_once(registry, tmp_path):
+    from confluent_kafka import TopicPartition
+
+    from hanzo_stream.schemas.store import load
+
+    spec = load_spec("llm-metrics", registry, CONSUMERS, tmp_path)
+    std = json.loads((ROOT / "schemas/examples/llm.usage.completed/valid/standard.json").read_text())
+    values = [json.dumps(std | {"id": f"evt-{i}"}).encode() for i in range(4)]
+    log: list = []
+    first = consumer.MetricsConsumer(spec, registry, load(ROOT / "schemas"), None, consumer=FakeGroup(log),
+                                     kafka_out=Recorder(log))
+    first.on_assign(first.consumer, [TopicPartition("llm_usage", 3)])
+    for i in range(3):
+        first.handle(FakeMsg("llm_usage", 3, i, values[i]))
+    first.checkpoint()
+    assert first.usage.outcomes["counted"] == 3
+
+    again = consumer.MetricsConsumer(spec, registry, load(ROOT / "schemas"), None, consumer=FakeGroup(log),
+                                     kafka_out=Recorder(log))
+    again.on_assign(again.consumer, [TopicPartition("llm_usage", 3)])
+    assert log[-1] == ("assign", [(3, 0)])  # re-reads the window before its position 3
+    assert again.positions[("llm_usage", 3)] == 3
+    for i in range(3):  # what the first one counted: remembered, not counted again
+        again.handle(FakeMsg("llm_usage", 3, i, values[i]))
+    assert again.usage.outcomes == {"counted": 3, "duplicate": 0, "dead_lettered": 0}
+    again.handle(FakeMsg("llm_usage", 3, 3, values[1]))  # a producer retry of offset 1
+    again.handle(FakeMsg("llm_usage", 3, 4, values[3]))
+    assert again.usage.outcomes == {"counted": 4, "duplicate": 1, "dead_lettered": 0}
+    assert again.positions[("llm_usage", 3)] == 5
