@@ -150,8 +150,9 @@ def offsets_of(cluster, group: str, topic: str) -> tuple[dict[int, int], dict[in
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
     finally:
         c.close()
+    # bounded: a broker that died must fail the test, not hang it
     req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
-    res = admin.list_consumer_group_offsets([req])[group].result()
+    res = admin.list_consumer_group_offsets([req])[group].result(timeout=60)
     return {tp.partition: tp.offset for tp in res.topic_partitions}, ends
 
 
