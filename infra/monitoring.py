@@ -21,9 +21,10 @@ from hanzo_stream.registry import Registry
 
 from .cluster import JmxRules
 from .credentials import mechanism, password_env
+from .reconciler import connection_env
 from .settings import StackSettings
 from .tls import CA_FILE, CA_MOUNT, ca_volume
-from .topology import Topology, labels
+from .topology import PART_OF, Topology, labels
 
 FALLBACK_JMX_RULES = "lowercaseOutputName: true\nrules:\n  - pattern: '.*'\n"
 LAG_METRIC = "kafka_consumergroup_lag"
@@ -205,3 +206,103 @@ def dashboards(files: MonitoringFiles, namespace: str) -> list[dict]:
 def exporter_policy_target() -> dict:
     return {"selector": EXPORTER_LABELS, "port": EXPORTER_PORT}
 
+
+
+# ---------------------------------------------------------------- consumer jobs with /metrics
+
+CONSUMER_METRICS_PORT = 9464
+CONSUMER_HOME = "/var/lib/hanzo-stream"
+APP_HOME = "/opt/hanzo-stream"  # where the jobs image keeps the repository (docs/images.md)
+CONSUMER_LABELS = {"app.kubernetes.io/component": "consumer-job", "app.kubernetes.io/part-of": PART_OF}
+
+
+@dataclass(frozen=True)
+class ConsumerJob:
+    """A `runtime: consumer` spec (llm-metrics): a Deployment of `replicas` group members."""
+
+    name: str
+    group: str
+    principal: str
+    replicas: int
+
+
+def consumer_jobs(root: Path, registry: Registry) -> list[ConsumerJob]:
+    """consumers/*.yaml with `runtime: consumer`, one Deployment each, replicas = the group's
+    expected consumers (they share the partitions as members of one group)."""
+    groups = {g.name: g for g in registry.groups}
+    out = []
+    for p in sorted((root / "consumers").glob("*.yaml")) if (root / "consumers").is_dir() else []:
+        doc = yaml.safe_load(p.read_text())
+        if not isinstance(doc, dict) or doc.get("runtime") != "consumer" or doc.get("group") not in groups:
+            continue
+        g = groups[doc["group"]]
+        out.append(ConsumerJob(p.stem, g.name, g.principal, g.consumers))
+    return out
+
+
+def consumer_deployment(s: StackSettings, top: Topology, job: ConsumerJob) -> dict:
+    """The job's members: the jobs image, its principal's Secret, /metrics on 9464, its
+    counters' checkpoint on an emptyDir (kept across container restarts; a new pod starts
+    from the committed offsets with fresh counters, a reset Prometheus' rate() absorbs)."""
+    pod_labels = {**labels("consumer-job", job.name), "hanzo.ai/consumer-group": job.group}
+    env = [*connection_env(top, job.principal),
+           {"name": "HANZO_STREAM_HOME", "value": CONSUMER_HOME},
+           {"name": "HANZO_STREAM_METRICS_LISTEN", "value": f"0.0.0.0:{CONSUMER_METRICS_PORT}"}]
+    probe = {"httpGet": {"path": "/metrics", "port": "metrics"}}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": job.name, "namespace": top.namespace, "labels": pod_labels},
+        "spec": {
+            "replicas": job.replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": job.name,
+                                         "app.kubernetes.io/component": "consumer-job"}},
+            "template": {"metadata": {"labels": pod_labels, "annotations": {
+                "prometheus.io/scrape": "true", "prometheus.io/port": str(CONSUMER_METRICS_PORT),
+                "prometheus.io/path": "/metrics"}}, "spec": {
+                "automountServiceAccountToken": False,
+                "terminationGracePeriodSeconds": 60,  # SIGTERM: checkpoint, commit, leave the group
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroup": 185,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": job.name,
+                    "image": s.sparkImage,
+                    "workingDir": APP_HOME,
+                    "command": ["python3", "-m", "hanzo_stream.jobs.cli", "run", job.name,
+                                "--registry", f"{APP_HOME}/topics.yaml",
+                                "--consumers", f"{APP_HOME}/consumers"],
+                    "env": env,
+                    "ports": [{"name": "metrics", "containerPort": CONSUMER_METRICS_PORT}],
+                    "readinessProbe": {**probe, "periodSeconds": 15},
+                    "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 5,
+                                      "initialDelaySeconds": 30},
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                  "limits": {"cpu": "1", "memory": "512Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}},
+                    "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
+                                     {"name": "state", "mountPath": CONSUMER_HOME},
+                                     {"name": "tmp", "mountPath": "/tmp"}],
+                }],
+                "volumes": [ca_volume(), {"name": "state", "emptyDir": {}},
+                            {"name": "tmp", "emptyDir": {}}],
+            }},
+        },
+    }
+
+
+def consumer_pod_monitor(top: Topology, job: ConsumerJob, prom_labels: dict) -> dict:
+    """Every member is scraped (each counts its own partitions; dashboards sum them)."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "metadata": {"name": job.name, "namespace": top.namespace,
+                     "labels": {**labels("monitoring", job.name), **prom_labels}},
+        "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": job.name,
+                                              "app.kubernetes.io/component": "consumer-job"}},
+                 "namespaceSelector": {"matchNames": [top.namespace]},
+                 "podMetricsEndpoints": [{"port": "metrics", "interval": "30s"}]},
+    }
+
+
+def consumer_policy_target() -> dict:
+    return {"selector": CONSUMER_LABELS, "port": CONSUMER_METRICS_PORT}

@@ -2,7 +2,7 @@
 
 - client port 9093 (brokers) and 8081 (schema registry): from the client namespaces;
 - inter-broker 9094 and controller 9095: only from broker pods;
-- metrics ports: only from the monitoring namespace;
+- metrics ports (brokers, exporter, consumer jobs' /metrics): only from the monitoring namespace;
 - Spark drivers and executors: only from the platform's Spark pods.
 The default deny selects pods by `app.kubernetes.io/part-of: hanzo-stream`, so it never
 touches other workloads that share the namespace. Egress is not restricted: clients
@@ -36,7 +36,7 @@ def _policy(top: Topology, name: str, selector: dict, ingress: list[dict]) -> di
 
 def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace: str,
               schema_registry: dict | None, exporter: dict | None,
-              spark_selector: dict | None) -> list[dict]:
+              spark_selector: dict | None, consumer_jobs: dict | None = None) -> list[dict]:
     brokers = top.broker_labels
     out = [
         _policy(top, "hanzo-stream-default-deny", {"app.kubernetes.io/part-of": PART_OF}, []),
@@ -54,6 +54,9 @@ def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace:
     if exporter:
         out.append(_policy(top, "kafka-exporter-metrics", exporter["selector"], [
             {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(exporter["port"])}]))
+    if consumer_jobs:  # llm-metrics and the like: /metrics from monitoring, nothing else
+        out.append(_policy(top, "consumer-job-metrics", consumer_jobs["selector"], [
+            {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(consumer_jobs["port"])}]))
     if spark_selector:
         # Executors call back to their driver and fetch shuffle blocks from each other.
         out.append(_policy(top, "spark-jobs", spark_selector, [

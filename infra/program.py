@@ -66,6 +66,7 @@ def main(root: Path = ROOT) -> None:
     rendered = broker.render(top, s.brokerConfigOverrides)
     files = monitoring.discover(root)
     jobs = spark.discover(root, registry) if s.spark else []
+    consumer_jobs = monitoring.consumer_jobs(root, registry)
 
     creds = credentials.generate(registry)
     certs = tls.build(s, top)
@@ -90,8 +91,10 @@ def main(root: Path = ROOT) -> None:
     if s.schemaRegistry:
         extras += schema_registry.manifests(s, top)
     extras += monitoring.exporter(s, top)
+    consumers = [monitoring.consumer_deployment(s, top, j) for j in consumer_jobs]
     operators = []
     if s.prometheusOperator:
+        operators += [monitoring.consumer_pod_monitor(top, j, s.prometheusLabels) for j in consumer_jobs]
         operators += [monitoring.pod_monitor(top, s.prometheusLabels),
                       monitoring.service_monitor(top, s.prometheusLabels),
                       monitoring.prometheus_rule(top, files, registry, s.prometheusLabels)]
@@ -101,9 +104,10 @@ def main(root: Path = ROOT) -> None:
     policies = network.manifests(
         top, s.clientNamespaces, s.monitoringNamespace,
         schema_registry.policy_target() if s.schemaRegistry else None,
-        monitoring.exporter_policy_target(), spark.SERVICE_LABELS if jobs else None)
+        monitoring.exporter_policy_target(), spark.SERVICE_LABELS if jobs else None,
+        monitoring.consumer_policy_target() if consumer_jobs else None)
 
-    everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps]
+    everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers]
     violations = policy.check([policy.plainify(m) for m in everything],
                               s.environment, s.requireDigests)
     if violations:
@@ -127,6 +131,8 @@ def main(root: Path = ROOT) -> None:
     rbac = [k8s.apply(m, in_ns) for m in spark_rbac]
     for m in spark_apps:  # after the reconciler: topics, ACLs and SCRAM users exist
         k8s.apply(m, pulumi.ResourceOptions(depends_on=[*applied, *rbac]))
+    for m in consumers:
+        k8s.apply(m, pulumi.ResourceOptions(depends_on=applied))
 
     pulumi.export("namespace", top.namespace)
     pulumi.export("bootstrap", top.bootstrap)
@@ -140,4 +146,5 @@ def main(root: Path = ROOT) -> None:
     pulumi.export("schemaRegistryUrl", f"http://schema-registry.{top.namespace}.svc:"
                   f"{schema_registry.PORT}" if s.schemaRegistry else None)
     pulumi.export("sparkApplications", [j.name for j in jobs])
+    pulumi.export("consumerJobs", [j.name for j in consumer_jobs])
     pulumi.export("monitoringSources", files.sources)

@@ -78,6 +78,8 @@ def discover(root: Path, registry: Registry) -> list[SparkJob]:
         g = groups.get(spec.get("group") or spec["_file"])
         if g is None:
             continue  # not a consumer group of this registry: nothing to run
+        if spec.get("runtime", "spark") != "spark":
+            continue  # a plain consumer (llm-metrics): a Deployment, infra/monitoring.py
         name = spec["_file"]
         entry = spec.get("job")
         if not isinstance(entry, str) or not entry.endswith(".py"):

@@ -51,11 +51,17 @@ def show(name: str, registry: RegistryOpt = Path("topics.yaml"),
     out.print(f"[bold]{s.name}[/bold]: {s.description}")
     out.print(f"  principal   {s.principal}")
     out.print(f"  reads       {', '.join(s.topics)}")
+    plain = " (a plain consumer-group member, no Spark)" if s.runtime != "spark" else ""
+    out.print(f"  runtime     {s.runtime}{plain}")
     out.print(f"  entry point {s.job}")
     out.print(f"  checkpoint  {s.checkpoint}")
     out.print(f"  trigger     every {s.trigger_seconds:g}s (--once: available-now)")
     out.print(f"  lag         SLA {s.lag_sla_seconds:g}s; alert at {s.group.lag.warning:,} / "
               f"{s.group.lag.critical:,} messages (registry)")
+    if s.aggregate:
+        a = s.aggregate
+        out.print(f"  aggregate   {a.output} per {', '.join(a.by)} and {s.window_seconds}s window: "
+                  f"sum {', '.join(a.sums)}, exact {a.money}, {a.count}")
     for sink in s.sinks.values():
         opts = ", ".join(f"{k}={v}" for k, v in sink.options.items())
         out.print(f"  sink        {sink.name}: {sink.type}{' (' + opts + ')' if opts else ''}")

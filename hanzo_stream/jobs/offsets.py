@@ -94,7 +94,7 @@ class OffsetCommitter:
             assert self.conn is not None
             self.consumer = Consumer(self.conn.confluent() | {
                 "group.id": self.group, "enable.auto.commit": False, "log_level": 3})
-        _commit_retrying(self.consumer, [TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())])
+        commit_retrying(self.consumer, [TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())])
         with self._lock:
             self._committed.update(todo)
         return todo
@@ -119,7 +119,7 @@ RETRY_CODES = {"_WAIT_COORD", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_A
                "NOT_COORDINATOR", "_TIMED_OUT", "_TRANSPORT", "REQUEST_TIMED_OUT"}
 
 
-def _commit_retrying(consumer, partitions: list, timeout: float = 60.0) -> None:
+def commit_retrying(consumer, partitions: list, timeout: float = 60.0) -> None:
     """A synchronous commit that waits out a coordinator still loading (a fresh cluster)."""
     from confluent_kafka import KafkaException
 

@@ -157,12 +157,14 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
     spec = load_spec(name, registry, consumers_dir, home)
     conn = job_connection(spec.principal, env, spec.home)
     spec.state_dir.mkdir(parents=True, exist_ok=True)
+    schemas = load_schemas(registry_path.parent / "schemas", env)
+    if spec.runtime == "consumer":  # no Spark: hanzo_stream/jobs/consumer.py
+        return _run_consumer(JobContext(None, spec, registry, conn, once, schemas), env)
     metrics = Metrics(Path(env[METRICS_ENV]) if env.get(METRICS_ENV) else None)
 
     spark = build_session(spec, master)
     committer = OffsetCommitter(spec.name, conn)
-    ctx = JobContext(spark, spec, registry, conn, once, metrics=metrics,
-                     schemas=load_schemas(registry_path.parent / "schemas", env))
+    ctx = JobContext(spark, spec, registry, conn, once, metrics=metrics, schemas=schemas)
     ctx.progress_hooks.append(lambda p: metrics.write("progress", progress=p))
     ctx.progress_hooks.append(lambda p: report_progress(ctx, p))
     spark.streams.addListener(commit_listener(committer, _hooks_view(ctx)))
@@ -194,6 +196,18 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         ctx.close()
         committer.close()
         spark.stop()
+
+
+def _run_consumer(ctx: JobContext, env: dict[str, str]) -> int:
+    """A `runtime: consumer` job; its checkpoints are its progress for `local up`/`status`."""
+    from . import consumer
+
+    def report(job, **extra) -> None:
+        ctx.report(progress_at=time.time(), assigned=len(job.assigned), **job.usage.outcomes, **extra)
+
+    assert ctx.schemas is not None
+    return consumer.run(ctx.spec, ctx.registry, ctx.schemas, ctx.conn, once=ctx.once, env=env,
+                        report=report)
 
 
 def report_progress(ctx: JobContext, progress: dict) -> None:

@@ -20,8 +20,12 @@ from ..registry.model import WILDCARD
 
 SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter"}
 TOP_KEYS = {"group", "job", "description", "checkpoint", "trigger", "max_offsets_per_trigger",
-            "lag_sla", "window", "watermark", "sinks", "spark_conf"}
+            "lag_sla", "window", "watermark", "sinks", "spark_conf", "aggregate", "runtime",
+            "metrics"}
+RUNTIMES = ("spark", "consumer")  # a PySpark job, or a plain consumer (hanzo_stream/jobs/consumer.py)
 REQUIRED = ("group", "job", "checkpoint", "sinks")
+AGGREGATE_KEYS = {"output": str, "sink": str, "by": list, "id_field": str, "sum": list,
+                  "money": str, "micros": str, "count": str}
 
 
 class SpecInvalid(Exception):
@@ -44,12 +48,27 @@ class Sink:
 
 
 @dataclass(frozen=True)
+class Aggregate:
+    """`aggregate:`: exact event-time window totals (hanzo_stream/jobs/totals.py), one record
+    per `by` values and window, emitted to the kafka sink `sink` as event type `output`."""
+
+    output: str  # the emitted event type (schemas/events/<output>.json)
+    sink: str  # a `kafka` sink of the spec
+    by: tuple[str, ...]  # input fields one record is per: envelope fields, else data fields
+    id_field: str  # data field of the deterministic record id: sha256 of by values + window start
+    sums: tuple[str, ...]  # integer data fields, summed
+    money: str  # a decimal data field (USD), summed exactly
+    micros: str  # data field of that sum rounded half-up to micro-dollars
+    count: str  # data field of the number of input events
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A consumer-group job: registry facts plus the spec's run settings, paths resolved."""
 
     name: str
     group: Group
-    job: Path  # the PySpark entry point (spark/<name>.py)
+    job: Path  # the entry point: spark/<name>.py, or the module of a `runtime: consumer` job
     checkpoint: str  # absolute local path or a Hadoop URL (s3a://, hdfs://)
     home: Path  # state directory the relative paths were resolved against
     sinks: dict[str, Sink]
@@ -60,6 +79,9 @@ class JobSpec:
     window_seconds: int | None = None
     watermark_seconds: int | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
+    aggregate: Aggregate | None = None
+    runtime: str = "spark"
+    metrics: dict[str, Any] | None = None  # a consumer job's `metrics:` block (its own module checks it)
     source_file: str = ""
 
     @property
@@ -137,6 +159,8 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
     sinks = {k: Sink(k, v["type"], {kk: vv for kk, vv in v.items() if kk != "type"})
              for k, v in doc["sinks"].items()}
     problems += _check_sinks(sinks, group, registry, file)
+    aggregate, agg_problems = _aggregate(doc, sinks, registry, file)
+    problems += agg_problems
     try:
         spec = JobSpec(
             name=name, group=group, job=job, checkpoint=resolve_path(doc["checkpoint"], home),
@@ -147,6 +171,7 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
             window_seconds=int(seconds(doc["window"])) if "window" in doc else None,
             watermark_seconds=int(seconds(doc["watermark"])) if "watermark" in doc else None,
             spark_conf={k: str(v) for k, v in (doc.get("spark_conf") or {}).items()},
+            aggregate=aggregate, runtime=doc.get("runtime", "spark"), metrics=doc.get("metrics"),
             source_file=file,
         )
     except ValueError as e:
@@ -171,6 +196,10 @@ def _check_shape(doc: Any, file: str) -> list[str]:
         for k, v in sinks.items():
             if not isinstance(v, dict) or v.get("type") not in SINK_TYPES:
                 problems.append(f"{file}: sinks.{k}.type: use one of {', '.join(sorted(SINK_TYPES))}")
+    if doc.get("runtime", "spark") not in RUNTIMES:
+        problems.append(f"{file}: runtime: use one of {', '.join(RUNTIMES)} (see docs/jobs.md)")
+    if "metrics" in doc and not isinstance(doc["metrics"], dict):
+        problems.append(f"{file}: metrics: a mapping (see docs/jobs.md, llm-metrics)")
     mopt = doc.get("max_offsets_per_trigger")
     if mopt is not None and (not isinstance(mopt, int) or mopt <= 0):
         problems.append(f"{file}: max_offsets_per_trigger: a positive integer")
@@ -199,3 +228,43 @@ def _check_sinks(sinks: dict[str, Sink], group: Group, registry: Registry, file:
                 problems.append(f"{file}: sinks.{s.name}: the registry does not let "
                                 f"{group.principal} write {TOPIC}")
     return problems
+
+
+def _aggregate(doc: dict, sinks: dict[str, Sink], registry: Registry,
+               file: str) -> tuple[Aggregate | None, list[str]]:
+    """The `aggregate:` block, checked against the spec's sinks and the registry."""
+    block = doc.get("aggregate")
+    if block is None:
+        return None, []
+    where = f"{file}: aggregate"
+    if not isinstance(block, dict):
+        return None, [f"{where}: a mapping with {', '.join(AGGREGATE_KEYS)} (see docs/jobs.md)"]
+    problems = [f"{where}.{k}: unknown key; allowed: {', '.join(AGGREGATE_KEYS)}"
+                for k in block if k not in AGGREGATE_KEYS]
+    for k, kind in AGGREGATE_KEYS.items():
+        v = block.get(k)
+        if v is None:
+            problems.append(f"{where}.{k}: required")
+        elif kind is list and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            problems.append(f"{where}.{k}: a list of field names")
+        elif kind is str and not isinstance(v, str):
+            problems.append(f"{where}.{k}: a field name")
+    problems += [f"{where}: `{k}` needs `window` and `watermark` too" for k in ("window", "watermark")
+                 if k not in doc]
+    if problems:
+        return None, problems
+    agg = Aggregate(block["output"], block["sink"], tuple(block["by"]), block["id_field"],
+                    tuple(block["sum"]), block["money"], block["micros"], block["count"])
+    sink = sinks.get(agg.sink)
+    if sink is None or sink.type != "kafka":
+        return agg, [f"{where}.sink: {agg.sink!r} must name a `kafka` sink of this spec"]
+    topic = next((t for t in registry.topics if t.name == sink.get("topic")), None)
+    if topic is None:
+        return agg, []  # _check_sinks already named the unknown topic
+    if agg.output not in topic.event_types:
+        problems.append(f"{where}.output: {agg.output} is not an event type of {topic.name}; add it "
+                        f"to the topic's event_types in topics.yaml")
+    if topic.key not in agg.by:
+        problems.append(f"{where}.by: records are keyed by {topic.name}'s key {topic.key!r} "
+                        f"(topics.yaml), so `by` must include it")
+    return agg, problems

@@ -51,7 +51,8 @@ def up(
             console.print(f"[bold red]not working after {wait:.0f}s:[/bold red] {', '.join(missing)}; "
                           f"logs: `hanzo-stream local status` lists them")
             raise typer.Exit(1)
-        console.print("[green]✓[/green] events reach ClickHouse, billing_events and the audit archive; "
+        console.print("[green]✓[/green] events reach ClickHouse, billing_events, agent_rpc_settlements, "
+                      "llm-metrics and the audit archive; "
                       "lag is visible per group. The platform keeps running: "
                       "`hanzo-stream local status`, `hanzo-stream local down`.")
     console.print(f'Point commands at it: eval "$(hanzo-stream local env)"  (state: {ctx.home})')
@@ -96,6 +97,8 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
         t.add_row(f"events/s {topic}", f"{rate:,.1f}")
     for label, key in (("rows in ClickHouse (events)", "clickhouse_rows"),
                        ("billing windows (billing_events)", "billing_events"),
+                       ("RPC settlements (agent_rpc_settlements)", "settlements"),
+                       ("LLM requests counted (llm-metrics)", "llm_requests"),
                        ("audit archive files", "audit_files"), ("dead letters", "dead_letters"),
                        ("under-replicated partitions", "under_replicated")):
         v = p.get(key)

@@ -223,17 +223,21 @@ class Demo:
         producer.poll(0)
 
     def backfill(self) -> None:
-        """Two hours of LLM usage a gateway had buffered, once per state directory."""
+        """Two hours of LLM usage and agent RPC the gateways had buffered, once per state
+        directory: billing-agg and rpc-billing close their first hours at once."""
         if self.state_file.exists() and json.loads(self.state_file.read_text()).get("backfilled"):
             return
         end = datetime.now(UTC) - timedelta(minutes=1)
         t, n = end - BACKFILL, 0
         while t < end:
             self.emit("llm-gateway", t, breakable=False)
+            self.emit("agent-gateway", t, breakable=False)
             t, n = t + timedelta(seconds=6), n + 1
-        self.producers["llm-gateway"].flush_or_raise()
+        for p in ("llm-gateway", "agent-gateway"):
+            self.producers[p].flush_or_raise()
         self.state_file.write_text(json.dumps({"backfilled": end.isoformat()}))
-        print(f"backfilled {n} llm.usage.completed events from {BACKFILL} before now", flush=True)
+        print(f"backfilled {n} llm.usage.completed and {n} agent.rpc.metered events from {BACKFILL} "
+              "before now", flush=True)
 
     def run(self, rate: float, duration: float) -> Sent:
         stop = {"now": False}

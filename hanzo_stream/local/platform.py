@@ -32,6 +32,7 @@ from . import credentials, jars, kafka, kafka_exporter, prometheus, schema_regis
 from .paths import state_dir
 
 DEMO = "demo"
+JOBS_SCRAPE = "hanzo-stream-jobs"  # Prometheus job of the consumer jobs' own /metrics
 DEMO_RATE_ENV = "HANZO_STREAM_DEMO_RATE"  # events/s over all services; default 20
 JOB_LOG_LINES = 15  # of a job that died, shown by `up`
 JOB_SETTLE_S = 30.0  # how long `up` watches a started job for its first progress
@@ -171,17 +172,28 @@ def _exporter_start(ctx: Context) -> str:
 
 def _prometheus_start(ctx: Context) -> str:
     jobs = prometheus.platform_jobs(ctx.cluster.jmx_ports, kafka_exporter.url(ctx.home / "exporter"))
+    # Jobs with their own /metrics (llm-metrics) announce their port in a file_sd target file.
+    jobs.append(prometheus.ScrapeJob(JOBS_SCRAPE, (), file_sd=str(_scrape_targets(ctx) / "*.json")))
     url = prometheus.start(ctx.home / "prometheus", jobs)
     return f"{url} scraping {', '.join(j.name for j in jobs)}, with the project's alert rules"
 
 
 # ---------------------------------------------------------------- the jobs and the demo
 
+def _scrape_targets(ctx: Context) -> Path:
+    return ctx.home / "prometheus" / "targets"
+
+
 def _job_env(ctx: Context) -> dict[str, str]:
-    """The cluster without a principal: each job logs in as its own (credentials.json)."""
+    """The cluster without a principal: each job logs in as its own (credentials.json).
+    A job serving /metrics listens on a free local port and announces it to Prometheus."""
+    from ..jobs.consumer import LISTEN_ENV, TARGETS_ENV
+
     conn = ctx.cluster.connection("", "")
     return {var: str(getattr(conn, f)) for f, var in ENV.items()
-            if f not in ("username", "password")} | {"HANZO_STREAM_HOME": str(ctx.home)}
+            if f not in ("username", "password")} | {
+        "HANZO_STREAM_HOME": str(ctx.home), LISTEN_ENV: "127.0.0.1:0",
+        TARGETS_ENV: str(_scrape_targets(ctx))}
 
 
 def _job(name: str) -> Component:
@@ -314,12 +326,15 @@ def pipeline(ctx: Context) -> dict[str, Any]:
 
     url = prometheus.url(ctx.home / "prometheus")
     snap = live.read(url).as_dict() if url else {}
-    billing = None
+    billing = settlements = llm_requests = None
     if url:
         with contextlib.suppress(Exception):
             billing = live.topic_records(url, "billing_events")
+            settlements = live.topic_records(url, "agent_rpc_settlements")
+            llm_requests = live.llm_requests(url)
     return {**snap, "clickhouse_rows": _report(ctx, "analytics-ingest").get("clickhouse_rows"),
-            "billing_events": billing, "audit_files": _audit_files(ctx)}
+            "billing_events": billing, "settlements": settlements, "llm_requests": llm_requests,
+            "audit_files": _audit_files(ctx)}
 
 
 def _report(ctx: Context, job: str) -> dict[str, Any]:
@@ -352,9 +367,10 @@ def working(ctx: Context, p: dict[str, Any], before: dict[str, Any] | None = Non
     before = before or {}
     missing = [f"lag of {g}" for g in sorted(set(list_specs(ctx.consumers)) - set(p.get("lag") or {}))]
     for what, key in (("new rows in ClickHouse", "clickhouse_rows"), ("new audit files", "audit_files"),
-                      ("new dead letters", "dead_letters")):
+                      ("new dead letters", "dead_letters"), ("new LLM metrics", "llm_requests")):
         if (p.get(key) or 0) <= (before.get(key) or 0):
             missing.append(what)
-    if not p.get("billing_events"):
-        missing.append("billing windows")
+    for what, key in (("billing windows", "billing_events"), ("RPC settlements", "settlements")):
+        if not p.get(key):
+            missing.append(what)
     return missing

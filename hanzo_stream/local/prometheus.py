@@ -31,6 +31,7 @@ EXPORTER_JOB = "kafka-exporter"  # consumer lag
 class ScrapeJob:
     name: str
     targets: tuple[str, ...]  # host:port
+    file_sd: str | None = None  # a glob of Prometheus file_sd target files (jobs announce themselves)
 
     @staticmethod
     def from_urls(name: str, urls: Sequence[str]) -> ScrapeJob:
@@ -51,11 +52,16 @@ def render_config(jobs: Sequence[ScrapeJob], rules: Sequence[Path], scrape_inter
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval,
                    "scrape_timeout": scrape_interval},
         "rule_files": [str(p) for p in rules],
-        "scrape_configs": [{"job_name": j.name, "static_configs": [{"targets": list(j.targets)}]}
-                           for j in jobs],
+        "scrape_configs": [_scrape_config(j) for j in jobs],
     }
     return "# Written by hanzo_stream.local.prometheus; regenerated on every start.\n" + yaml.safe_dump(
         cfg, sort_keys=False)
+
+
+def _scrape_config(j: ScrapeJob) -> dict:
+    if j.file_sd:
+        return {"job_name": j.name, "file_sd_configs": [{"files": [j.file_sd], "refresh_interval": "5s"}]}
+    return {"job_name": j.name, "static_configs": [{"targets": list(j.targets)}]}
 
 
 def _binary() -> str:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..registry import load_registry
-from . import MONITORING_DIR, alerts, dashboards
+from . import MONITORING_DIR, alerts, dashboards, llm_alerts
 
 
 def generated(registry_path: Path) -> dict[Path, str]:
@@ -21,7 +21,15 @@ def generated(registry_path: Path) -> dict[Path, str]:
            alerts.GENERATED_TEST_FILE: alerts.render_tests(registry)}
     for d in dashboards.DASHBOARDS:
         out[d.file] = dashboards.render(d)
+    llm = llm_alerts.settings(args_root(registry_path))
+    out[llm_alerts.GENERATED_FILE] = llm_alerts.render(llm)
+    out[llm_alerts.GENERATED_TEST_FILE] = llm_alerts.render_tests(llm)
     return out
+
+
+def args_root(registry_path: Path) -> Path:
+    """The checkout of a registry file: consumers/ sits beside topics.yaml."""
+    return Path(registry_path).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:

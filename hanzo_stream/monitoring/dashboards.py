@@ -180,7 +180,70 @@ OVERVIEW = Dashboard(
     ),
 )
 
-DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW,)
+# ---------------------------------------------------------------- LLM usage and settlements
+
+LLM = 'model=~"$model", provider=~"$provider"'
+SETTLEMENT_TOPICS = "billing_events|agent_rpc_settlements"
+SETTLEMENT_GROUPS = "llm-metrics|billing-agg|rpc-billing"
+
+
+def _quantile(q: float) -> Query:
+    return _q(f"histogram_quantile({q}, sum by (model, le) "
+              f"(rate(hanzo_llm_latency_seconds_bucket{{{LLM}}}[5m])))", f"p{int(q * 100)} {{{{model}}}}")
+
+
+LLM_USAGE = Row("LLM usage (llm-metrics)", (
+    Panel("Requests/s by model", (
+        _q(f"sum by (model, provider) (rate(hanzo_llm_requests_total{{{LLM}}}[5m]))",
+           "{{model}} ({{provider}})"),), width=8),
+    Panel("Tokens/s by model and kind", (
+        _q(f"sum by (model, kind) (rate(hanzo_llm_tokens_total{{{LLM}}}[5m]))", "{{model}} {{kind}}"),),
+        width=8),
+    Panel("Cost (USD/h) by model", (
+        _q(f"sum by (model, provider) (rate(hanzo_llm_cost_usd_total{{{LLM}}}[5m])) * 3600",
+           "{{model}} ({{provider}})"),), unit="currencyUSD", width=8,
+        description="Alert LlmCostSpike: threshold in consumers/llm-metrics.yaml (metrics.alerts)."),
+    Panel("Latency p50 / p95 / p99 by model", (_quantile(0.5), _quantile(0.95), _quantile(0.99)),
+          unit="s", width=16,
+          description="From the latency histogram (latency_ms). Alert LlmLatencyP95High: threshold "
+                      "in consumers/llm-metrics.yaml (metrics.alerts)."),
+    Panel("Cache-hit ratio by model", (
+        _q(f"sum by (model) (rate(hanzo_llm_cache_hits_total{{{LLM}}}[5m])) / "
+           f"sum by (model) (rate(hanzo_llm_requests_total{{{LLM}}}[5m]))", "{{model}}"),),
+        unit="percentunit", width=8),
+    Panel("llm_usage records read by llm-metrics, by outcome (/s)", (
+        _q("sum by (outcome) (rate(hanzo_llm_metrics_events_total[5m]))", "{{outcome}}"),),
+        description="dead_lettered: records that fail schemas/ (on dead_letter, stage job:llm-metrics); "
+                    "duplicate: a retried event id counted once."),
+))
+
+SETTLEMENTS = Row("Settlements and the new groups", (
+    Panel("Settlement records written per hour", (
+        _q("sum by (topic) (increase(kafka_topic_partition_current_offset"
+           f'{{topic=~"{SETTLEMENT_TOPICS}"}}[1h]))', "{{topic}}"),),
+        description="billing-agg -> billing_events (per team and hour), rpc-billing -> "
+                    "agent_rpc_settlements (per agent and hour): one record per closed window."),
+    Panel("Lag of llm-metrics, billing-agg, rpc-billing", (
+        _q(f'sum by (consumergroup) (kafka_consumer_group_lag{{consumergroup=~"{SETTLEMENT_GROUPS}"}})',
+           "{{consumergroup}}"),),
+        description="Settlement jobs emit an hour once the watermark passes it: a lag that keeps "
+                    "growing delays invoices."),
+))
+
+LLM_DASHBOARD = Dashboard(
+    uid="hanzo-stream-llm",
+    title="Hanzo Stream / LLM usage and settlements",
+    rows=(LLM_USAGE, SETTLEMENTS),
+    tags=("hanzo-stream", "llm", "billing"),
+    variables=(
+        {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+         "current": {}, "hide": 0, "options": [], "refresh": 1},
+        _variable("model", "Model", "label_values(hanzo_llm_requests_total, model)"),
+        _variable("provider", "Provider", "label_values(hanzo_llm_requests_total, provider)"),
+    ),
+)
+
+DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW, LLM_DASHBOARD)
 
 
 def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict:
@@ -228,7 +291,7 @@ def to_json(d: Dashboard) -> dict:
         "templating": {"list": list(d.variables)},
         "annotations": {"list": [{
             "name": "Firing alerts", "datasource": DATASOURCE, "enable": True,
-            "expr": 'ALERTS{alertstate="firing", alertname=~"Kafka.*|ConsumerLag.*|DeadLetters.*"}',
+            "expr": 'ALERTS{alertstate="firing", alertname=~"Kafka.*|ConsumerLag.*|DeadLetters.*|Llm.*"}',
             "iconColor": "red", "titleFormat": "{{alertname}}", "textFormat": "{{consumergroup}}"}]},
         "panels": panels,
     }

@@ -61,3 +61,9 @@ def topic_records(url: str, topic: str) -> int | None:
     """Records ever written to a topic (sum of its partitions' end offsets), per the exporter."""
     v = _scalar(url, f'sum(kafka_topic_partition_current_offset{{topic="{topic}"}})')
     return None if v is None else int(v)
+
+
+def llm_requests(url: str) -> int | None:
+    """LLM requests llm-metrics has counted (its checkpointed counters), all models."""
+    v = _scalar(url, "sum(hanzo_llm_requests_total)")
+    return None if v is None else int(v)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = load(ROOT / "schemas")
 REGISTRY = load_registry(ROOT / "topics.yaml")
 ROUTER = Router(REGISTRY, Validator(SCHEMAS))
-JOB_TOPICS = ["events_plugin_ingestion", "llm_usage", "audit_log"]  # the topics jobs read
+JOB_TOPICS = ["events_plugin_ingestion", "llm_usage", "audit_log", "agent_rpc_metering"]  # jobs read
 HOSTILE_CASES = 3000
 
 pytestmark = pytest.mark.timeout(900)
@@ -112,12 +112,14 @@ def test_every_example_gets_the_same_verdict(spark, topic):
     for p in sorted((ROOT / "schemas/examples").glob("*/*/*.json")):
         doc = json.loads(p.read_text())
         values.append(json.dumps(doc["event"] if p.parts[-2] == "invalid" else doc).encode())
-    values.append(json.dumps(json.loads((ROOT / "schemas/examples" / {
-        "events_plugin_ingestion": "insights.event.captured", "llm_usage": "llm.usage.completed",
-        "audit_log": "iam.auth.login_success"}[topic] / "valid/standard.json").read_text())).encode())
+    values.append(json.dumps(json.loads((ROOT / "schemas/examples" / {  # the standard's, where it has one
+        "events_plugin_ingestion": "insights.event.captured/valid/standard.json",
+        "llm_usage": "llm.usage.completed/valid/standard.json",
+        "audit_log": "iam.auth.login_success/valid/standard.json",
+        "agent_rpc_metering": "agent.rpc.metered/valid/call.json"}[topic]).read_text())).encode())
     outcomes = assert_same(spark, topic, values)
     assert None in outcomes and len(outcomes) > 5, outcomes
-    assert client_verdict(topic, values[-1]) is None  # the standard's example is valid here
+    assert client_verdict(topic, values[-1]) is None  # the topic's own example is valid here
 
 
 @pytest.fixture(scope="module")

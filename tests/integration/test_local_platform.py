@@ -2,11 +2,12 @@
 
 One platform for the module, in its own HANZO_STREAM_HOME: the broker (SASL_SSL, ACLs, JMX
 agent), the reconciler, Apicurio with the schemas registered, the lag exporter, Prometheus
-with the project's rules, the three Spark jobs as their own principals and the demo traffic.
-`up` itself only returns 0 once rows reached ClickHouse, billing windows reached
-billing_events, audit files were committed, dead letters arrived and every job's lag is in
-Prometheus. The tests then check the pieces from the outside, stop a Spark job to watch its
-lag rise and drain in Prometheus, and tear everything down.
+with the project's rules, the four Spark jobs and llm-metrics as their own principals and the
+demo traffic. `up` itself only returns 0 once rows reached ClickHouse, billing windows reached
+billing_events, RPC settlements agent_rpc_settlements, llm-metrics counted LLM requests, audit
+files were committed, dead letters arrived and every job's lag is in Prometheus. The tests
+then check the pieces from the outside, stop a Spark job to watch its lag rise and drain in
+Prometheus, and tear everything down.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tests.integration.conftest import exports, wait_for
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-JOBS = ("analytics-ingest", "audit-archive", "billing-agg")
+JOBS = ("analytics-ingest", "audit-archive", "billing-agg", "llm-metrics", "rpc-billing")
 
 
 @dataclass
@@ -81,7 +82,8 @@ def test_up_waits_until_every_part_of_the_pipeline_delivered(platform: Platform)
     for component in ("kafka", "reconcile", "schema-registry", "schemas", "kafka-exporter",
                       "prometheus", *JOBS, "demo"):
         assert f"✓ {component}:" in out, f"{component} not reported started:\n{out[-3000:]}"
-    assert "events reach ClickHouse, billing_events and the audit archive" in out
+    flat = " ".join(out.split())  # rich wraps long lines at the terminal's width
+    assert "events reach ClickHouse, billing_events, agent_rpc_settlements, llm-metrics and the audit" in flat
     assert "password" not in out.lower()
 
 
@@ -91,9 +93,10 @@ def test_status_shows_every_component_and_the_pipeline(platform: Platform) -> No
     for name in ("kafka", "schema-registry", "kafka-exporter", "prometheus", *JOBS, "demo"):
         assert comps[name]["running"] is True, (name, comps[name])
     assert comps["reconcile"]["converged"] is True
-    assert comps["schemas"]["subjects"] == 12  # every event type on a registry topic
+    assert comps["schemas"]["subjects"] == 13  # every event type on a registry topic
     assert set(JOBS) <= set(pipe["lag"])
     assert pipe["clickhouse_rows"] > 0 and pipe["billing_events"] > 0 and pipe["audit_files"] > 0
+    assert pipe["settlements"] > 0 and pipe["llm_requests"] > 0  # rpc-billing, llm-metrics
     assert pipe["dead_letters"] > 0
     assert pipe["under_replicated"] == 0 and pipe["active_controllers"] == 1
     assert pipe["messages_in_per_sec"]["events_plugin_ingestion"] > 0
@@ -266,7 +269,7 @@ def test_local_env_prints_no_password_but_the_admins(platform: Platform) -> None
 
 def test_down_stops_every_process_and_keeps_the_data(platform: Platform) -> None:
     pids = [info["pid"] for info in platform.status()["components"].values() if info.get("pid")]
-    assert len(pids) >= 7  # registry, exporter, prometheus, three jobs, demo (+ the broker's own file)
+    assert len(pids) >= 9  # registry, exporter, prometheus, five jobs, demo (+ the broker's own file)
     res = platform.cli("local", "down", timeout=300)
     assert res.returncode == 0, res.stderr
     for pid in pids:  # gone, or a zombie waiting for init to reap it

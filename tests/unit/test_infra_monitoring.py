@@ -12,7 +12,7 @@ from hanzo_stream.registry import load_registry
 from infra import monitoring
 from infra.topology import Topology
 
-from .infra_helpers import ROOT, env_map, kafka_container, obj, of_kind, render
+from .infra_helpers import ROOT, env_map, kafka_container, obj, of_kind, render, resource
 
 REGISTRY = load_registry(ROOT / "topics.yaml")
 
@@ -35,7 +35,7 @@ def test_jmx_agent_runs_with_the_project_rules_file():
     envs = {e["name"]: e["value"] for e in init["env"]}
     assert envs["URL"].endswith("jmx_prometheus_javaagent-1.0.1.jar")
     assert len(envs["SHA256"]) == 64 and "sha256sum -c" in init["command"][2]
-    (pm,) = of_kind(out, "PodMonitor")
+    pm = obj(out, "PodMonitor", "kafka")
     assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     assert pm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
@@ -134,3 +134,49 @@ def test_pinned_agent_checksum_matches_the_jar_the_project_uses():
     jar = jars.jmx_exporter_agent()  # from the cache .ci/install fills (Maven Central)
     assert hashlib.sha256(jar.read_bytes()).hexdigest() == JMX_AGENT_SHA256
     assert JMX_AGENT_URL.endswith(f"/{versions.JMX_EXPORTER_VERSION}/{jar.name}")
+
+
+def test_llm_metrics_runs_as_a_deployment_of_group_members_scraped_per_pod():
+    """A `runtime: consumer` spec is no SparkApplication: a Deployment with one replica per
+    expected consumer, its principal's Secret, /metrics scraped from every member, and only
+    the monitoring namespace may reach it."""
+    out = render("prod")
+    g = REGISTRY.group("llm-metrics")
+    assert "llm-metrics" not in {a["metadata"]["name"] for a in of_kind(out, "SparkApplication")}
+    assert out["outputs"]["consumerJobs"]["value"] == ["llm-metrics"]
+    deploy = obj(out, "Deployment", "llm-metrics")
+    assert deploy["spec"]["replicas"] == g.consumers == 2
+    pod = deploy["spec"]["template"]
+    (c,) = pod["spec"]["containers"]
+    assert c["command"][:5] == ["python3", "-m", "hanzo_stream.jobs.cli", "run", "llm-metrics"]
+    assert c["image"] == "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0"  # the jobs image: code, specs, schemas
+    env = env_map(c)
+    assert env["HANZO_STREAM_SASL_USERNAME"]["valueFrom"]["secretKeyRef"] == {
+        "name": "kafka-user-llm-metrics", "key": "username"}
+    assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-user-llm-metrics"
+    assert env["HANZO_STREAM_METRICS_LISTEN"]["value"] == f"0.0.0.0:{monitoring.CONSUMER_METRICS_PORT}"
+    assert c["ports"] == [{"name": "metrics", "containerPort": monitoring.CONSUMER_METRICS_PORT}]
+    assert {v["name"] for v in pod["spec"]["volumes"]} >= {"state", "kafka-ca"}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    pm = obj(out, "PodMonitor", "llm-metrics")
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pm["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "interval": "30s"}]
+    pol = obj(out, "NetworkPolicy", "consumer-job-metrics")
+    assert pol["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (rule,) = pol["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": monitoring.CONSUMER_METRICS_PORT}]
+    assert rule["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["monitoring"]
+    deps = resource(out, "Deployment", "llm-metrics")["dependencies"]
+    assert any(d.startswith("job-hanzo-stream-apply-") for d in deps)  # its SCRAM user exists first
+
+
+def test_consumer_jobs_follow_the_specs(tmp_path):
+    d = tmp_path / "consumers"
+    d.mkdir()
+    (d / "llm-metrics.yaml").write_text(yaml.safe_dump({"group": "llm-metrics", "runtime": "consumer"}))
+    (d / "billing-agg.yaml").write_text(yaml.safe_dump({"group": "billing-agg"}))
+    (d / "stray.yaml").write_text(yaml.safe_dump({"group": "nope", "runtime": "consumer"}))
+    jobs = monitoring.consumer_jobs(tmp_path, REGISTRY)
+    assert [(j.name, j.principal, j.replicas) for j in jobs] == [("llm-metrics", "llm-metrics", 2)]
+    from infra import spark
+    assert [j.name for j in spark.discover(tmp_path, REGISTRY)] == ["billing-agg"]

@@ -21,30 +21,103 @@ from typer.testing import CliRunner
 from hanzo_stream import dead_letter as dl
 from hanzo_stream.connection import ConnectionError_
 from hanzo_stream.jobs import archive, clickhouse, kafka_out, offsets, process, spark
-from hanzo_stream.jobs.billing_ids import billing_id, event_id
+from hanzo_stream.jobs.billing_ids import billing_id, event_id, settlement_id
 from hanzo_stream.jobs.cli import app
 from hanzo_stream.jobs.connect import job_connection
 from hanzo_stream.jobs.spec import SpecInvalid, list_specs, load_spec, seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMERS = ROOT / "consumers"
+JOBS = ["analytics-ingest", "audit-archive", "billing-agg", "llm-metrics", "rpc-billing"]
+
+
+@pytest.fixture(scope="module")
+def schemas():
+    from hanzo_stream.schemas.store import load
+
+    return load(ROOT / "schemas")
 
 
 # ---------------------------------------------------------------- specs
 
 def test_every_consumer_spec_loads_against_the_registry(registry, tmp_path):
-    assert list_specs(CONSUMERS) == ["analytics-ingest", "audit-archive", "billing-agg"]
+    assert list_specs(CONSUMERS) == JOBS
     for name in list_specs(CONSUMERS):
         s = load_spec(name, registry, CONSUMERS, tmp_path)
         g = registry.group(name)
         assert (s.principal, s.topics) == (g.principal, g.topics)  # facts from the registry
-        assert s.job.exists() and s.job.parent.name == "spark"
+        assert s.job.exists() and s.job.parent.name == ("spark" if s.runtime == "spark" else "jobs")
         assert s.checkpoint.startswith(str(tmp_path.resolve()))
         assert s.checkpoint_for("q") == f"{s.checkpoint}/q"
         assert "dead_letter" in {k.type for k in s.sinks.values()}
     billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
     assert (billing.window_seconds, billing.watermark_seconds) == (3600, 600)
     assert billing.sink("billing_events").get("topic") == "billing_events"
+    assert [n for n in JOBS if load_spec(n, registry, CONSUMERS, tmp_path).runtime != "spark"] == [
+        "llm-metrics"]
+
+
+def test_both_settlement_jobs_are_one_engine_configured_by_their_specs(registry, schemas, tmp_path):
+    """billing-agg and rpc-billing: the same build(), different `aggregate:` blocks, each
+    consistent with schemas/ (what the engine writes is what the output schema requires)."""
+    from hanzo_stream.jobs import totals
+    from hanzo_stream.jobs.runner import load_job_module
+
+    billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
+    rpc = load_spec("rpc-billing", registry, CONSUMERS, tmp_path)
+    assert load_job_module(billing.job).build is load_job_module(rpc.job).build is totals.build
+    assert billing.aggregate.by == ("team_id", "org_id") and billing.aggregate.id_field == "billing_id"
+    assert rpc.aggregate.by == ("agent_id",) and rpc.aggregate.sums == ("units", "duration_ms")
+    assert rpc.sink(rpc.aggregate.sink).get("topic") == "agent_rpc_settlements"
+    for spec in (billing, rpc):
+        (topic,) = spec.topics
+        assert totals.check_fields(spec, schemas, registry.topic(topic).event_types) == []
+    assert totals.output_data_fields(billing.aggregate) == (
+        "billing_id", "team_id", "org_id", "window_start", "window_end", "prompt_tokens",
+        "completion_tokens", "total_tokens", "cost_usd", "cost_micros", "request_count")
+    assert totals.locate(schemas, "llm.usage.completed", "org_id")[::2] == ("envelope", True)
+    assert totals.locate(schemas, "agent.rpc.metered", "agent_id")[::2] == ("data", True)
+    assert totals.locate(schemas, "agent.rpc.metered", "team_id")[::2] == ("envelope", False)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"by": ["agent_id", "team_id"]}, "'team_id' is optional in agent.rpc.metered"),
+    ({"sum": ["units", "method"]}, "'method' is 'string', not integer"),
+    ({"sum": ["units", "tokens"]}, "agent.rpc.metered has no field 'tokens'"),
+    ({"count": "calls"}, "agent.rpc.settled.json's data must require exactly"),
+    ({"money": "duration_ms"}, "'duration_ms' is 'integer', not number"),
+])
+def test_an_aggregate_that_disagrees_with_schemas_fails_at_start(registry, schemas, tmp_path, change,
+                                                                  message):
+    from hanzo_stream.jobs import totals
+
+    doc = yaml.safe_load((CONSUMERS / "rpc-billing.yaml").read_text())
+    doc["aggregate"] |= change
+    d = _write_spec(tmp_path, "rpc-billing", **doc | {"job": "spark/job.py"})
+    spec = load_spec("rpc-billing", registry, d, tmp_path)
+    problems = totals.check_fields(spec, schemas, ("agent.rpc.metered",))
+    assert any(message in p for p in problems), problems
+    assert all(p.startswith(f"{d / 'rpc-billing.yaml'}: aggregate.") for p in problems)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"sink": "dead_letter"}, "aggregate.sink: 'dead_letter' must name a `kafka` sink"),
+    ({"output": "billing.usage.hourly"},
+     "billing.usage.hourly is not an event type of agent_rpc_settlements"),
+    ({"by": ["team_id"]}, "must include it"),
+    ({"sum": "units"}, "aggregate.sum: a list of field names"),
+    ({"colour": "red"}, "aggregate.colour: unknown key"),
+])
+def test_aggregate_block_problems_name_the_field_and_the_fix(registry, tmp_path, change, message):
+    doc = yaml.safe_load((CONSUMERS / "rpc-billing.yaml").read_text())
+    doc["aggregate"] |= change
+    d = _write_spec(tmp_path, "rpc-billing", **doc | {"job": "spark/job.py"})
+    with pytest.raises(SpecInvalid, match=message):
+        load_spec("rpc-billing", registry, d, tmp_path)
+    del doc["watermark"]
+    d = _write_spec(tmp_path, "rpc-billing", **doc | {"job": "spark/job.py", "aggregate": {}})
+    with pytest.raises(SpecInvalid, match="`watermark` too"):
+        load_spec("rpc-billing", registry, d, tmp_path)
 
 
 def _write_spec(tmp_path: Path, name: str, **doc) -> Path:
@@ -72,6 +145,7 @@ def test_a_spec_may_only_write_where_its_principal_may(registry, tmp_path):
     ({"job": "spark/missing.py"}, "does not exist"),
     ({"trigger": "soon"}, "durations look like"),
     ({"max_offsets_per_trigger": -5}, "positive integer"),
+    ({"runtime": "flink"}, "runtime: use one of spark, consumer"),
     ({"sinks": {"out": {"type": "kafka", "topic": "no_such_topic"}}}, "is not a registry topic"),
 ])
 def test_spec_problems_name_the_field_and_the_fix(registry, tmp_path, doc, message):
@@ -217,6 +291,9 @@ def test_billing_ids_are_deterministic_uuid7s():
     assert len(a) == 64 and int(a, 16) >= 0
     assert a != billing_id("team", "org", "2026-01-01T11:00:00.000Z")
     assert a != billing_id("team", "org2", "2026-01-01T10:00:00.000Z")
+    # rpc-billing's digest is the same function over (agent_id, window_start)
+    assert settlement_id("agent_7", "2026-11-22T10:00:00.000Z") == hashlib.sha256(
+        b"agent_7|2026-11-22T10:00:00.000Z").hexdigest()
     end_ms = 1767265200000
     u = uuid.UUID(event_id(a, end_ms))
     assert u.version == 7 and u.variant == uuid.RFC_4122
@@ -526,8 +603,7 @@ def test_progress_is_reported_for_local_up(tmp_path, registry):
 def test_cli_lists_and_shows_jobs_with_registry_facts():
     runner = CliRunner()
     listed = runner.invoke(app, ["list", "--consumers", str(CONSUMERS)])
-    assert listed.exit_code == 0 and listed.stdout.split() == ["analytics-ingest", "audit-archive",
-                                                               "billing-agg"]
+    assert listed.exit_code == 0 and listed.stdout.split() == JOBS
     shown = runner.invoke(app, ["show", "billing-agg", "--registry", str(ROOT / "topics.yaml"),
                                 "--consumers", str(CONSUMERS)])
     assert shown.exit_code == 0, shown.output
@@ -549,7 +625,7 @@ def test_job_modules_import_without_a_running_spark():
     from hanzo_stream.jobs.runner import load_job_module
 
     t = time.time()
-    for name in ("analytics_ingest", "billing_agg", "audit_archive"):
+    for name in ("analytics_ingest", "billing_agg", "audit_archive", "rpc_billing"):
         assert callable(load_job_module(ROOT / "spark" / f"{name}.py").build)
     assert time.time() - t < 30
 

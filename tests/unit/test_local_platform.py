@@ -52,7 +52,8 @@ def test_demo_breaks_events_both_ways(router, service):
 
 
 def test_demo_weights_cover_every_producing_service(registry):
-    producers = {p for t in registry.topics for p in t.producers} - {"*", "billing-aggregator"}
+    jobs = {g.principal for g in registry.groups}  # jobs write their outputs, not demo traffic
+    producers = {p for t in registry.topics for p in t.producers} - {"*"} - jobs
     assert set(demo.SERVICES) == producers  # a new producing service gets demo traffic too
     assert sum(demo.SERVICES.values()) == pytest.approx(1.0)
 
@@ -70,19 +71,23 @@ def _ctx(registry, tmp_path: Path) -> platform.Context:
 
 def test_working_needs_growth_since_the_watch_began(registry, tmp_path):
     ctx = _ctx(registry, tmp_path)
-    before = {"lag": {}, "clickhouse_rows": 100, "audit_files": 3, "dead_letters": 5, "billing_events": 0}
-    now = {"lag": {"analytics-ingest": 0, "billing-agg": 4}, "clickhouse_rows": 100, "audit_files": 4,
-           "dead_letters": 9, "billing_events": 0}
+    before = {"lag": {}, "clickhouse_rows": 100, "audit_files": 3, "dead_letters": 5, "billing_events": 0,
+              "llm_requests": 7}
+    now = {"lag": {"analytics-ingest": 0, "billing-agg": 4, "llm-metrics": 0, "rpc-billing": 1},
+           "clickhouse_rows": 100, "audit_files": 4, "dead_letters": 9, "billing_events": 0,
+           "llm_requests": 7, "settlements": 3}
     assert platform.working(ctx, now, before) == [
-        "lag of audit-archive", "new rows in ClickHouse", "billing windows"]
-    now |= {"lag": {"analytics-ingest": 0, "billing-agg": 4, "audit-archive": 0},
-            "clickhouse_rows": 101, "billing_events": 2}
+        "lag of audit-archive", "new rows in ClickHouse", "new LLM metrics", "billing windows"]
+    now |= {"lag": {"analytics-ingest": 0, "billing-agg": 4, "audit-archive": 0, "llm-metrics": 0,
+                    "rpc-billing": 1},
+            "clickhouse_rows": 101, "billing_events": 2, "llm_requests": 8}
     assert platform.working(ctx, now, before) == []
+    assert platform.working(ctx, now | {"settlements": None}, before) == ["RPC settlements"]
 
 
 def test_nothing_counts_as_working_from_an_empty_snapshot(registry, tmp_path):
     missing = platform.working(_ctx(registry, tmp_path), {})
-    assert len(missing) == 3 + 4
+    assert len(missing) == len(platform.list_specs(ROOT / "consumers")) + 6  # lag of each job + 6 sinks
 
 
 def test_up_refuses_unknown_components(registry, tmp_path):

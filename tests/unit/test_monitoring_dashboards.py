@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ def _files() -> list[Path]:
 
 
 def test_committed_dashboards_are_the_generated_ones() -> None:
-    assert [d.file for d in dashboards.DASHBOARDS] == _files()
+    assert sorted(d.file for d in dashboards.DASHBOARDS) == _files()
     for d in dashboards.DASHBOARDS:
         assert d.file.read_text() == dashboards.render(d), f"{d.file} is stale: regenerate"
 
@@ -27,8 +28,9 @@ def test_importable_model_with_uid_and_variables() -> None:
         doc = json.loads(f.read_text())
         assert doc["uid"] and len(doc["uid"]) <= 40 and doc["id"] is None
         names = {v["name"]: v for v in doc["templating"]["list"]}
-        assert {"datasource", "group", "topic"} <= set(names)
-        for var in ("group", "topic"):
+        used = set(re.findall(r"\$\{?(\w+)", json.dumps([p.get("targets") for p in doc["panels"]])))
+        assert {"datasource"} | used <= set(names), f"{f.name}: variables used but not defined"
+        for var in used - {"datasource"}:
             assert names[var]["multi"] and names[var]["includeAll"] and names[var]["allValue"] == ".*"
         ids = [p["id"] for p in doc["panels"]]
         assert len(ids) == len(set(ids))
@@ -50,7 +52,7 @@ def test_rows_in_on_call_order_lag_first() -> None:
 
 
 def test_queries_use_the_templating_and_the_standard_names() -> None:
-    queries = dashboards.panel_queries()
+    queries = dashboards.panel_queries([dashboards.OVERVIEW.file])
     lag = [q for q in queries if "kafka_consumer_group_lag" in q.expr]
     assert lag and all('consumergroup=~"$group"' in q.expr and 'topic=~"$topic"' in q.expr for q in lag)
     exprs = " ".join(q.expr for q in queries)
@@ -87,3 +89,15 @@ def test_every_panel_query_is_valid_promql(tmp_path: Path) -> None:
     res = subprocess.run([exe, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"{len(queries)} rules found" in res.stdout
+
+
+def test_llm_dashboard_shows_rates_cost_cache_hits_and_histogram_quantiles() -> None:
+    doc = json.loads(dashboards.LLM_DASHBOARD.file.read_text())
+    exprs = " ".join(q.expr for q in dashboards.panel_queries([dashboards.LLM_DASHBOARD.file]))
+    for q in ("0.5", "0.95", "0.99"):
+        assert f"histogram_quantile({q}, sum by (model, le) (rate(hanzo_llm_latency_seconds_bucket" in exprs
+    for name in ("hanzo_llm_requests_total", "hanzo_llm_tokens_total", "hanzo_llm_cost_usd_total",
+                 "hanzo_llm_cache_hits_total", "hanzo_llm_metrics_events_total"):
+        assert name in exprs
+    assert "agent_rpc_settlements" in exprs and "rpc-billing" in exprs
+    assert {v["name"] for v in doc["templating"]["list"]} == {"datasource", "model", "provider"}

@@ -37,14 +37,15 @@ def all_alerts() -> dict[str, dict]:
 
 def test_rule_files_pass_promtool_check() -> None:
     files = rule_files()
-    assert {f.name for f in files} == {"recording.yaml", "kafka-alerts.yaml", "registry-alerts.yaml"}
+    assert {f.name for f in files} == {"recording.yaml", "kafka-alerts.yaml", "registry-alerts.yaml",
+                                       "llm-alerts.yaml"}
     res = promtool("check", "rules", *files)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_promtool_unit_tests_pass() -> None:
     tests = sorted((MONITORING_DIR / "tests").glob("*.test.yaml"))
-    assert len(tests) == 2
+    assert len(tests) == 3
     res = promtool("test", "rules", *tests)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -58,7 +59,8 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     required = {"KafkaUnderReplicatedPartitions", "KafkaOfflinePartitions", "KafkaActiveControllerCount",
                 "KafkaUnderMinIsrPartitions", "KafkaOfflineLogDirectory", "KafkaDiskSpaceLow",
                 "KafkaDiskSpaceCritical", "KafkaMetricsTargetDown", "KafkaLagExporterMissing",
-                "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "DeadLettersArriving"}
+                "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "DeadLettersArriving",
+                "LlmLatencyP95High", "LlmCostSpike"}
     assert set(all_alerts()) == required
     assert fired == required, f"never shown firing: {required - fired}"
     assert quiet == required, f"never shown quiet: {required - quiet}"

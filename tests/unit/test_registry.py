@@ -39,7 +39,9 @@ def group(data: dict, name: str) -> dict:
 def test_hip_tables(registry):
     expected = {"events_plugin_ingestion": (16, 7, "team_id"), "llm_usage": (8, 14, "team_id"),
                 "billing_events": (4, 30, "org_id"), "audit_log": (4, 90, "org_id"),
-                "agent_rpc_metering": (8, 7, "agent_id"), "dead_letter": (1, 30, "source_topic")}
+                "agent_rpc_metering": (8, 7, "agent_id"), "dead_letter": (1, 30, "source_topic"),
+                # not in the HIP table: where rpc-billing's settlements go (issue 12)
+                "agent_rpc_settlements": (4, 30, "agent_id")}
     got = {t.name: (t.partitions, t.retention_ms // 86_400_000, t.key) for t in registry.topics}
     assert got == expected
     groups = {g.name: (g.topics, g.consumers) for g in registry.groups}
@@ -62,6 +64,10 @@ def test_hip_acls_are_least_privilege(registry):
     assert ops("audit-archiver") == {("READ", "TOPIC", "audit_log"), ("DESCRIBE", "TOPIC", "audit_log"),
                                      ("READ", "GROUP", "audit-archive")}
     assert ops("*") == {("WRITE", "TOPIC", "dead_letter"), ("DESCRIBE", "TOPIC", "dead_letter")}
+    assert ops("rpc-billing") == {  # reads its topic, commits its group, writes its settlements
+        ("READ", "TOPIC", "agent_rpc_metering"), ("DESCRIBE", "TOPIC", "agent_rpc_metering"),
+        ("READ", "GROUP", "rpc-billing"), ("WRITE", "TOPIC", "agent_rpc_settlements"),
+        ("DESCRIBE", "TOPIC", "agent_rpc_settlements")}
     assert not any(a.operation == "ALL" for a in registry.acls())
 
 
