@@ -34,6 +34,7 @@ log = logging.getLogger("hanzo_stream.jobs")
 
 METRICS_ENV = "HANZO_STREAM_JOB_METRICS"  # a JSON-lines file for per-batch numbers (bench)
 REPORT_FILE = "report.json"  # under the job's state_dir; read by `local status`
+FINAL_COMMIT_TIMEOUT = 90.0  # seconds: bounded, a broker that is gone must not hold the exit
 
 
 @dataclass
@@ -179,13 +180,14 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         failed = [q for q in queries if q.exception() is not None]
         for q in failed:
             log.error("query %s failed: %s", q.name, q.exception())
-        # The listener is asynchronous: commit the final progress here, synchronously
-        # (bounded: a broker that is gone must not keep the job from exiting).
+        for q in queries:  # no batch completes after this: the last progress is final
+            with contextlib.suppress(Exception):
+                q.stop()
+        # The listener is asynchronous: commit the final progress here, after any listener
+        # commit still in flight, and say in the log if it could not be committed.
         for q in queries:
             committer.record(q.name, end_offsets(q.lastProgress))
-        final = threading.Thread(target=committer.record_and_commit, args=("", None), daemon=True)
-        final.start()
-        final.join(90)
+        committer.finish(FINAL_COMMIT_TIMEOUT)
         return 1 if failed else 0
     finally:
         for q in queries:

@@ -591,3 +591,67 @@ def test_job_report_merges_numbers_for_local_status(tmp_path, registry):
     got = json.loads((spec.state_dir / REPORT_FILE).read_text())
     assert got["clickhouse_rows"] == 25 and got["batches"] == 2 and got["at"] > 0
     assert [f.name for f in spec.state_dir.iterdir()] == [REPORT_FILE]  # no temp file left
+
+
+def test_shutdown_waits_for_a_listener_commit_in_flight_and_commits_the_final_offsets(caplog):
+    """The CI failure of issue 11: a --once run logged "could not commit offsets for group
+    audit-archive: Consumer closed". The listener's commit of an earlier batch was still
+    waiting out the coordinator (_commit_retrying) when the run's final commit finished and
+    shutdown closed the consumer under it. Shutdown must wait for that commit, commit the
+    final offsets after it (never before: the group would go backwards) and close only then."""
+    import threading
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    class ClosableConsumer(FakeConsumer):
+        """Like confluent-kafka's: a commit after close() raises RuntimeError('Consumer closed').
+        The first commit meets a coordinator that is not ready yet (retried after 0.5 s)."""
+
+        def __init__(self):
+            super().__init__()
+            self.closed = False
+            self.first_refused = threading.Event()
+
+        def commit(self, offsets, asynchronous):
+            if self.closed:
+                raise RuntimeError("Consumer closed")
+            if not self.first_refused.is_set():
+                self.first_refused.set()
+                raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "coordinator not ready"))
+            super().commit(offsets, asynchronous)
+
+        def close(self):
+            self.closed = True
+
+    consumer = ClosableConsumer()
+    c = offsets.OffsetCommitter("audit-archive", None, {"archive"}, consumer=consumer)
+    batch = {"sources": [{"endOffset": {"audit_log": {"0": 5}}}]}
+    listener = threading.Thread(target=c.record_and_commit, args=("archive", batch))
+    listener.start()  # the listener thread, with the progress of an earlier batch
+    assert consumer.first_refused.wait(10)  # its commit is in flight, waiting for the coordinator
+    c.record("archive", {("audit_log", 0): 9})  # the run's final progress
+    with caplog.at_level("INFO", logger="hanzo_stream.jobs"):
+        assert c.finish(timeout=30) is True
+        listener.join(10)
+    assert not listener.is_alive()
+    problems = [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    assert problems == []
+    assert consumer.commits == [{("audit_log", 0): 5}, {("audit_log", 0): 9}]  # never backwards
+    assert consumer.closed
+
+
+def test_a_final_commit_that_fails_is_reported_with_the_offsets_it_left(caplog):
+    from confluent_kafka import KafkaError, KafkaException
+
+    class Denied(FakeConsumer):
+        def commit(self, offsets, asynchronous):
+            raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+
+    c = offsets.OffsetCommitter("audit-archive", None, {"archive"}, consumer=Denied())
+    c.record("archive", {("audit_log", 0): 9, ("audit_log", 1): 4})
+    with caplog.at_level("INFO", logger="hanzo_stream.jobs"):
+        assert c.finish(timeout=30) is False
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "final offsets of group audit-archive were NOT committed" in error
+    assert "GROUP_AUTHORIZATION_FAILED" in error and "audit_log[0]=9, audit_log[1]=4" in error
+    assert c.close() is False  # closing again changes nothing and still says so
