@@ -25,6 +25,7 @@ from typing import Any
 from ..connection import Connection
 from ..registry import Registry, load_registry
 from ..schemas.store import SchemaSet, load_schemas
+from . import s3
 from .connect import job_connection
 from .kafka_out import KafkaOut
 from .offsets import OffsetCommitter, commit_listener, end_offsets
@@ -151,7 +152,7 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         consumers_dir: Path = Path("consumers"), home: Path | None = None, once: bool = False,
         master: str | None = None, env: dict[str, str] | None = None) -> int:
     """Run a job until it finishes (--once) or is stopped. Exit code: 0 ok, 1 a query failed."""
-    from .spark import build_session
+    from .spark import build_session, uses_s3a
 
     env = dict(os.environ) if env is None else env
     registry = load_registry(registry_path)
@@ -160,6 +161,8 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
     spec.state_dir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics(Path(env[METRICS_ENV]) if env.get(METRICS_ENV) else None)
 
+    if uses_s3a(spec):  # the JVM's AWS SDK reads its keys from the environment it starts with
+        os.environ.update(s3.of_spec(spec, env).environ())
     spark = build_session(spec, master)
     committer = OffsetCommitter(spec.name, conn)
     ctx = JobContext(spark, spec, registry, conn, once, metrics=metrics,

@@ -39,7 +39,8 @@ def test_every_consumer_spec_loads_against_the_registry(registry, tmp_path):
         g = registry.group(name)
         assert (s.principal, s.topics) == (g.principal, g.topics)  # facts from the registry
         assert s.job.exists() and s.job.parent.name == "spark"
-        assert s.checkpoint.startswith(str(tmp_path.resolve()))
+        # Relative checkpoints live in the state directory; audit-archive's is on S3, like its archive.
+        assert s.checkpoint.startswith(("s3a://", str(tmp_path.resolve())))
         assert s.checkpoint_for("q") == f"{s.checkpoint}/q"
         assert "dead_letter" in {k.type for k in s.sinks.values()}
     billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
@@ -123,13 +124,13 @@ def test_session_conf_uses_cached_jars_and_modest_local_defaults(registry, tmp_p
     jar = tmp_path / "spark-sql-kafka.jar"
     monkeypatch.setattr(spark, "connector_jars", lambda: [jar])
     monkeypatch.setattr(spark, "s3a_jars", lambda: pytest.fail("no s3a jars for a local path"))
-    conf = spark.session_conf(load_spec("audit-archive", registry, CONSUMERS, tmp_path), env={})
+    conf = spark.session_conf(load_spec("billing-agg", registry, CONSUMERS, tmp_path), env={})
     assert conf["spark.jars"] == str(jar) and "spark.jars.packages" not in conf
     assert conf["spark.master"] == "local[2]" and conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert not any(k.startswith("spark.hadoop.fs.s3a") for k in conf)
-    assert spark.session_conf(load_spec("audit-archive", registry, CONSUMERS, tmp_path),
+    assert spark.session_conf(load_spec("billing-agg", registry, CONSUMERS, tmp_path),
                               env={"HANZO_STREAM_SPARK_MASTER": "local[1]"})["spark.master"] == "local[1]"
 
 
@@ -143,9 +144,37 @@ def test_s3a_archive_gets_endpoint_and_aws_jars(registry, tmp_path, monkeypatch)
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
-    env = {"HANZO_STREAM_S3_ENDPOINT": "https://storage.hanzo.ai"}
-    assert spark.session_conf(load_spec("audit-archive", registry, d, tmp_path), env=env)[
-        "spark.hadoop.fs.s3a.endpoint"] == "https://storage.hanzo.ai"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    env = {"HANZO_STREAM_S3_ENDPOINT": "https://storage.hanzo.ai", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+           "AWS_ACCESS_KEY_ID": "AKIA"}
+    conf = spark.session_conf(load_spec("audit-archive", registry, d, tmp_path), env=env)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "https://storage.hanzo.ai"
+    assert "s3cr3t" not in json.dumps(conf)  # keys reach the JVM's environment, never its conf
+
+
+def test_the_default_audit_archive_writes_parquet_and_checkpoints_through_s3a(registry, tmp_path):
+    spec = load_spec("audit-archive", registry, CONSUMERS, tmp_path)
+    assert archive.archive_path(spec, {}) == "s3a://hanzo-audit/audit_log"
+    assert spec.checkpoint_for("archive") == "s3a://hanzo-stream/checkpoints/audit-archive/archive"
+    assert spark.uses_s3a(spec)
+
+
+def test_s3_keys_come_from_the_environment_else_the_local_credentials(registry, tmp_path):
+    from hanzo_stream.jobs import s3
+    from hanzo_stream.local import credentials
+
+    spec = load_spec("audit-archive", registry, CONSUMERS, tmp_path)
+    creds = credentials.load_or_create(tmp_path / "credentials.json", [])
+    local = s3.of_spec(spec, {})
+    assert (local.access_key, local.secret_key) == (creds.service(credentials.S3_ACCESS_KEY),
+                                                    creds.service(credentials.S3_SECRET_KEY))
+    assert local.environ() == {"AWS_ACCESS_KEY_ID": local.access_key,
+                               "AWS_SECRET_ACCESS_KEY": local.secret_key}
+    assert local.secret_key not in repr(local)
+    pod = s3.of_spec(spec, {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK",
+                            "HANZO_STREAM_S3_ENDPOINT": "http://minio.hanzo:9000"})
+    assert (pod.endpoint, pod.access_key, pod.secret_key) == ("http://minio.hanzo:9000", "AK", "SK")
+    assert (tmp_path / "credentials.json").stat().st_mode & 0o077 == 0
 
 
 def test_under_spark_submit_master_and_jars_are_left_alone(registry, tmp_path, monkeypatch):
