@@ -94,7 +94,8 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
         t.add_row(f"events/s {topic}", f"{rate:,.1f}")
     for label, key in (("rows in ClickHouse (events)", "clickhouse_rows"),
                        ("billing windows (billing_events)", "billing_events"),
-                       ("audit archive files", "audit_files"), ("dead letters", "dead_letters"),
+                       ("audit archive objects (S3)", "audit_objects"), ("dead letters", "dead_letters"),
+                       ("pages sent (local PagerDuty)", "pages"),
                        ("under-replicated partitions", "under_replicated")):
         v = p.get(key)
         t.add_row(label, "-" if v is None else f"{v:,}")

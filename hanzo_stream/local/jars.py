@@ -83,6 +83,6 @@ def jmx_exporter_agent() -> Path:
 def s3proxy_jar() -> Path:
     """s3proxy's self-contained jar, as its releases ship it: Maven's resolution of its POM
     mixes Jackson 2 and 3 annotation versions and fails at start."""
-    d = fetch(f"s3proxy-{S3PROXY_VERSION}",
+    d = fetch(f"s3proxy-{S3PROXY_VERSION}-standalone",
               [f"org.gaul:s3proxy:{S3PROXY_VERSION}:jar-with-dependencies"], transitive=False)
     return next(d.glob("s3proxy-*-jar-with-dependencies.jar"))
