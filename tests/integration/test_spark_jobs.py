@@ -38,7 +38,7 @@ from hanzo_stream.reconcile.secrets import env_name
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_TIMEOUT = 300
+JOB_TIMEOUT = 600  # a --once run on a loaded 2-core CI machine; bounded
 
 
 # ---------------------------------------------------------------- helpers
