@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 
 from ..monitoring import alertmanager
-from ..monitoring.daemon import Daemon, StartFailed
+from ..monitoring.daemon import Daemon, Managed, StartFailed
 from .credentials import write_secret
 from .kafka import free_ports
 
@@ -57,14 +57,5 @@ def start(home: Path, routing_key: str, pagerduty_url: str, port: int | None = N
     return d.url
 
 
-def stop(home: Path) -> bool:
-    return Daemon.load(home, NAME).stop()
-
-
-def status(home: Path) -> dict:
-    return Daemon.load(home, NAME).status()
-
-
-def url(home: Path) -> str | None:
-    d = Daemon.load(home, NAME)
-    return d.url if d.alive() else None
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..connection import ENV, Connection
-from ..monitoring.daemon import Daemon
+from ..monitoring.daemon import Daemon, Managed
 from ..monitoring.dead_letter_monitor import GROUP
 from .kafka import free_ports
 
@@ -34,14 +34,5 @@ def start(home: Path, conn: Connection, registry: Path, port: int | None = None,
     return d.url
 
 
-def stop(home: Path) -> bool:
-    return Daemon.load(home, NAME).stop()
-
-
-def status(home: Path) -> dict:
-    return Daemon.load(home, NAME).status()
-
-
-def url(home: Path) -> str | None:
-    d = Daemon.load(home, NAME)
-    return d.url if d.alive() else None
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url

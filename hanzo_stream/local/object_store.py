@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..jobs.s3 import S3Access
-from ..monitoring.daemon import Daemon, StartFailed
+from ..monitoring.daemon import Daemon, Managed, StartFailed
 from . import jars
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials
 from .kafka import free_ports
@@ -94,14 +94,5 @@ def _wait_ready(d: Daemon, store: S3Access, timeout: float):
                       f"log {d.log_file}:\n{d.log_tail()}")
 
 
-def stop(home: Path) -> bool:
-    return Daemon.load(home, NAME).stop()
-
-
-def status(home: Path) -> dict:
-    return Daemon.load(home, NAME).status()
-
-
-def url(home: Path) -> str | None:
-    d = Daemon.load(home, NAME)
-    return d.url if d.alive() else None
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url

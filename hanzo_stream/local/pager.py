@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..monitoring import pager_inbox
-from ..monitoring.daemon import Daemon
+from ..monitoring.daemon import Daemon, Managed
 from .kafka import free_ports
 
 NAME = "pager"
@@ -37,14 +37,5 @@ def pages(home: Path) -> list[dict]:
     return pager_inbox.read(home / PAGES)
 
 
-def stop(home: Path) -> bool:
-    return Daemon.load(home, NAME).stop()
-
-
-def status(home: Path) -> dict:
-    return Daemon.load(home, NAME).status()
-
-
-def url(home: Path) -> str | None:
-    d = Daemon.load(home, NAME)
-    return d.url if d.alive() else None
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url

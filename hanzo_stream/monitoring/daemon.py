@@ -138,3 +138,22 @@ class Daemon:
     def status(self) -> dict:
         return {"running": self.alive(), "pid": self.pid if self.alive() else None,
                 "url": self.url, "log": str(self.log_file)}
+
+
+@dataclass(frozen=True)
+class Managed:
+    """stop/status/url of one named daemon under a home directory: what each local component
+    module offers its callers (`object_store.stop(home)`), written once."""
+
+    name: str
+
+    def stop(self, home: Path) -> bool:
+        """Stop it if it runs; True if it did."""
+        return Daemon.load(home, self.name).stop()
+
+    def status(self, home: Path) -> dict:
+        return Daemon.load(home, self.name).status()
+
+    def url(self, home: Path) -> str | None:
+        d = Daemon.load(home, self.name)
+        return d.url if d.alive() else None
