@@ -46,6 +46,7 @@ def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SC
         f"commons-pool2-{v.SPARK_COMMONS_POOL2}.jar",
         f"hadoop-aws-{v.SPARK_HADOOP}.jar",
         f"bundle-{v.SPARK_AWS_SDK}.jar",
+        f"analyticsaccelerator-s3-{v.SPARK_S3_ANALYTICS_ACCELERATOR}.jar",  # hadoop-aws 3.5 reads through it
     ]
 
 
