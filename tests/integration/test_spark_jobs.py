@@ -589,6 +589,7 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     assert_caught_up(cluster, "audit-archive", "audit_log")
 
 
+@pytest.mark.timeout(2 * JOB_TIMEOUT)  # two Spark runs, each bounded by JOB_TIMEOUT
 def test_audit_archive_survives_a_crash_exactly_once_on_s3(cluster, tmp_path, registry, store):
     """SIGKILL audit-archive mid-run (archive and checkpoint on S3), restart: every event is in
     the committed archive exactly once. Objects of the killed batch may stay in the bucket,
