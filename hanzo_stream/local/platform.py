@@ -420,23 +420,21 @@ def _audit_objects(ctx: Context) -> int | None:
     """Committed Parquet objects of the audit archive (Spark's sink log, read with boto3)."""
     if not (ctx.consumers / "audit-archive.yaml").exists():
         return None
-    try:
-        from ..jobs import s3
-        from ..jobs.archive import archive_path, committed_files
-        from ..jobs.spec import load_spec
+    from botocore.exceptions import BotoCoreError, ClientError
 
-        spec = load_spec("audit-archive", ctx.registry, ctx.consumers, ctx.home)
-        path = archive_path(spec)
-        store = s3.of_spec(spec)
-        if s3.is_s3(path) and not store.endpoint:
-            return None  # the local object store is not running
+    from ..jobs import s3
+    from ..jobs.archive import archive_path, committed_files
+    from ..jobs.spec import load_spec
+
+    spec = load_spec("audit-archive", ctx.registry, ctx.consumers, ctx.home)
+    path = archive_path(spec)
+    store = s3.of_spec(spec)
+    if s3.is_s3(path) and not store.endpoint:
+        return None  # the local object store is not running
+    try:
         return len(committed_files(path, store))
-    except (ImportError, OSError):
+    except (OSError, BotoCoreError, ClientError):  # the store is starting, stopping or gone
         return None
-    except Exception as e:  # botocore's errors: the store is starting or gone
-        if type(e).__module__.startswith("botocore"):
-            return None
-        raise
 
 
 def working(ctx: Context, p: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
