@@ -100,6 +100,11 @@ class Connection:
                     "ssl.endpoint.identification.algorithm": "https"}
         return cfg
 
+    def environ(self) -> dict[str, str]:
+        """The HANZO_STREAM_* variables for a child process (a password travels here, never
+        on a command line)."""
+        return {var: str(getattr(self, f)) for f, var in ENV.items() if getattr(self, f) is not None}
+
     def env_exports(self) -> str:
         """`export ...` lines for eval in a shell."""
         lines = []

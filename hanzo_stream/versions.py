@@ -26,3 +26,14 @@ SPARK_COMMONS_POOL2 = "2.13.1"
 # s3a: hadoop-aws must match PySpark's bundled Hadoop; the SDK v2 bundle hadoop-aws was built with.
 SPARK_HADOOP = "3.5.0"
 SPARK_AWS_SDK = "2.35.4"
+# hadoop-aws 3.5.0 reads through the S3 Analytics Accelerator (a compile dependency in its POM).
+SPARK_S3_ANALYTICS_ACCELERATOR = "1.3.1"
+
+# The local S3-compatible object store (Hanzo Storage/MinIO in production): s3proxy from Maven
+# Central, its self-contained jar, filesystem-nio2 backend. 4.x lists S3A's directory markers as
+# S3 does (3.0.0 did not: Spark's checkpoint and file-sink logs failed on empty directories).
+S3PROXY_VERSION = "4.1.0"
+
+# Alert routing: Debian's prometheus-alertmanager locally, the same release's image in production.
+ALERTMANAGER_VERSION = "0.25.0"
+ALERTMANAGER_IMAGE = f"quay.io/prometheus/alertmanager:v{ALERTMANAGER_VERSION}"

@@ -10,8 +10,10 @@ lives only in topics.yaml.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,4 +307,170 @@ def consumer_pod_monitor(top: Topology, job: ConsumerJob, prom_labels: dict) -> 
 
 
 def consumer_policy_target() -> dict:
-    return {"selector": CONSUMER_LABELS, "port": CONSUMER_METRICS_PORT}
+    return {"name": "consumer-job-metrics", "selector": CONSUMER_LABELS, "port": CONSUMER_METRICS_PORT}
+
+
+# ---------------------------------------------------------------- dead letters -> PagerDuty
+
+DEAD_LETTER_MONITOR = "dead-letter-monitor"
+DEAD_LETTER_MONITOR_PORT = 9309
+DEAD_LETTER_MONITOR_LABELS = labels("monitoring", DEAD_LETTER_MONITOR)
+ALERTMANAGER = "alertmanager"
+ALERTMANAGER_PORT = 9093
+ALERTMANAGER_LABELS = labels("monitoring", ALERTMANAGER)
+ALERTMANAGER_SECRET = "hanzo-stream-alertmanager"
+ALERTMANAGER_CONFIG_MOUNT = "/etc/alertmanager/config"
+ROUTING_KEY = "pagerduty-routing-key"  # key of the Secret, file name in the mount
+
+_RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+               "capabilities": {"drop": ["ALL"]}}
+
+
+def _pod_security(uid: int) -> dict:
+    return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _service(top: Topology, name: str, selector: dict, port: int, port_name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": top.namespace, "labels": selector},
+            "spec": {"selector": selector,
+                     "ports": [{"name": port_name, "port": port, "targetPort": port_name}]}}
+
+
+def dead_letter_monitor(s: StackSettings, top: Topology, registry: Registry,
+                        registry_config_map: str) -> list[dict]:
+    """The dead-letter-monitor group: counters for the dead-letter alerts, as its principal.
+
+    Runs `python -m hanzo_stream.monitoring.dead_letter_monitor` from the hanzo-stream image
+    (the reconciler's), reading topics.yaml from the reconciler's ConfigMap.
+    """
+    from .reconciler import REGISTRY_MOUNT, connection_env
+
+    principal = registry.group(DEAD_LETTER_MONITOR).principal
+    deploy = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": DEAD_LETTER_MONITOR, "namespace": top.namespace,
+                     "labels": {**DEAD_LETTER_MONITOR_LABELS,
+                                "hanzo.ai/consumer-group": DEAD_LETTER_MONITOR}},
+        "spec": {
+            "replicas": registry.group(DEAD_LETTER_MONITOR).consumers,
+            "selector": {"matchLabels": DEAD_LETTER_MONITOR_LABELS},
+            "template": {"metadata": {"labels": DEAD_LETTER_MONITOR_LABELS}, "spec": {
+                "automountServiceAccountToken": False,
+                "securityContext": _pod_security(10001),
+                "containers": [{
+                    "name": DEAD_LETTER_MONITOR,
+                    "image": s.reconcilerImage,
+                    "command": ["python", "-m", "hanzo_stream.monitoring.dead_letter_monitor"],
+                    "args": ["--listen", f"0.0.0.0:{DEAD_LETTER_MONITOR_PORT}",
+                             "--registry", f"{REGISTRY_MOUNT}/topics.yaml"],
+                    "env": connection_env(top, principal),
+                    "ports": [{"name": "metrics", "containerPort": DEAD_LETTER_MONITOR_PORT}],
+                    "readinessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"},
+                                       "periodSeconds": 15},
+                    "livenessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"},
+                                      "periodSeconds": 30, "failureThreshold": 5},
+                    "resources": {"requests": {"cpu": "20m", "memory": "64Mi"},
+                                  "limits": {"cpu": "250m", "memory": "256Mi"}},
+                    "securityContext": _RESTRICTED,
+                    "volumeMounts": [
+                        {"name": "registry", "mountPath": REGISTRY_MOUNT, "readOnly": True},
+                        {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+                }],
+                "volumes": [{"name": "registry", "configMap": {"name": registry_config_map}},
+                            ca_volume()],
+            }},
+        },
+    }
+    return [deploy, _service(top, DEAD_LETTER_MONITOR, DEAD_LETTER_MONITOR_LABELS,
+                             DEAD_LETTER_MONITOR_PORT, "metrics")]
+
+
+def dead_letter_monitor_service_monitor(top: Topology, prom_labels: dict) -> dict:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"name": DEAD_LETTER_MONITOR, "namespace": top.namespace,
+                     "labels": {**DEAD_LETTER_MONITOR_LABELS, **prom_labels}},
+        "spec": {"selector": {"matchLabels": DEAD_LETTER_MONITOR_LABELS},
+                 "namespaceSelector": {"matchNames": [top.namespace]},
+                 "endpoints": [{"port": "metrics", "interval": "30s"}]},
+    }
+
+
+def alertmanager_config(s: StackSettings) -> str:
+    """The routing hanzo_stream.monitoring.alertmanager renders for the local platform too; the
+    routing key stays in the Secret's other key, mounted next to it."""
+    from hanzo_stream.monitoring import alertmanager as am
+
+    return am.render(f"{ALERTMANAGER_CONFIG_MOUNT}/{ROUTING_KEY}", s.pagerdutyUrl)
+
+
+def alertmanager(s: StackSettings, top: Topology, routing_key: object) -> list[dict]:
+    """Alertmanager with its configuration and PagerDuty routing key from one Secret.
+
+    routing_key: the Pulumi secret (pagerdutyRoutingKey). The program marks the Secret's data
+    secret; the Deployment only mounts it. One replica: a second would need the gossip mesh.
+    Prometheus sends to Service `alertmanager:9093` (docs/monitoring.md).
+    """
+    config = alertmanager_config(s)
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": ALERTMANAGER_SECRET, "namespace": top.namespace,
+                           "labels": labels("credentials", ALERTMANAGER_SECRET)},
+              "stringData": {"alertmanager.yml": config, ROUTING_KEY: routing_key}}
+    config_sha = hashlib.sha256(config.encode()).hexdigest()[:16]
+    deploy = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": ALERTMANAGER, "namespace": top.namespace, "labels": ALERTMANAGER_LABELS},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": ALERTMANAGER_LABELS},
+            "template": {
+                # A changed configuration rolls the pod; a rotated key is read at the next page.
+                "metadata": {"labels": ALERTMANAGER_LABELS,
+                             "annotations": {"hanzo.ai/alertmanager-config-sha": config_sha}},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": _pod_security(65534),
+                    "containers": [{
+                        "name": ALERTMANAGER,
+                        "image": s.alertmanagerImage,
+                        "args": [f"--config.file={ALERTMANAGER_CONFIG_MOUNT}/alertmanager.yml",
+                                 "--storage.path=/alertmanager",
+                                 f"--web.listen-address=:{ALERTMANAGER_PORT}",
+                                 "--cluster.listen-address="],
+                        "ports": [{"name": "web", "containerPort": ALERTMANAGER_PORT}],
+                        "readinessProbe": {"httpGet": {"path": "/-/ready", "port": "web"},
+                                           "periodSeconds": 10},
+                        "livenessProbe": {"httpGet": {"path": "/-/healthy", "port": "web"},
+                                          "periodSeconds": 30, "failureThreshold": 5},
+                        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"},
+                                      "limits": {"cpu": "250m", "memory": "256Mi"}},
+                        "securityContext": _RESTRICTED,
+                        "volumeMounts": [
+                            {"name": "config", "mountPath": ALERTMANAGER_CONFIG_MOUNT,
+                             "readOnly": True},
+                            {"name": "data", "mountPath": "/alertmanager"}],
+                    }],
+                    "volumes": [
+                        {"name": "config", "secret": {"secretName": ALERTMANAGER_SECRET,
+                                                      "defaultMode": 0o440}},
+                        {"name": "data", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+    return [secret, deploy, _service(top, ALERTMANAGER, ALERTMANAGER_LABELS, ALERTMANAGER_PORT, "web")]
+
+
+def monitoring_policy_targets(s: StackSettings, consumer_jobs: Sequence[ConsumerJob] = ()) -> list[dict]:
+    """Pods only the monitoring namespace may reach: consumer jobs' and the monitor's metrics,
+    Alertmanager's API."""
+    out = [consumer_policy_target()] if consumer_jobs else []
+    if s.deadLetterMonitor:
+        out.append({"name": "dead-letter-monitor-metrics", "selector": DEAD_LETTER_MONITOR_LABELS,
+                    "port": DEAD_LETTER_MONITOR_PORT})
+    if s.alertmanager:
+        out.append({"name": "alertmanager-api", "selector": ALERTMANAGER_LABELS,
+                    "port": ALERTMANAGER_PORT})
+    return out

@@ -2,7 +2,8 @@
 
 - client port 9093 (brokers) and 8081 (schema registry): from the client namespaces;
 - inter-broker 9094 and controller 9095: only from broker pods;
-- metrics ports (brokers, exporter, consumer jobs' /metrics): only from the monitoring namespace;
+- metrics ports (brokers, exporter, consumer jobs, dead-letter-monitor) and Alertmanager's API:
+  only from the monitoring namespace;
 - Spark drivers and executors: only from the platform's Spark pods.
 The default deny selects pods by `app.kubernetes.io/part-of: hanzo-stream`, so it never
 touches other workloads that share the namespace. Egress is not restricted: clients
@@ -10,6 +11,8 @@ outside the cluster (S3, ClickHouse, Maven Central for the JMX agent) vary per s
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from .topology import PART_OF, PORTS, Topology, labels
 
@@ -36,7 +39,8 @@ def _policy(top: Topology, name: str, selector: dict, ingress: list[dict]) -> di
 
 def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace: str,
               schema_registry: dict | None, exporter: dict | None,
-              spark_selector: dict | None, consumer_jobs: dict | None = None) -> list[dict]:
+              spark_selector: dict | None, monitoring_only: Sequence[dict] = ()) -> list[dict]:
+    """monitoring_only: {name, selector, port} of pods only the monitoring namespace may reach."""
     brokers = top.broker_labels
     out = [
         _policy(top, "hanzo-stream-default-deny", {"app.kubernetes.io/part-of": PART_OF}, []),
@@ -54,9 +58,9 @@ def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace:
     if exporter:
         out.append(_policy(top, "kafka-exporter-metrics", exporter["selector"], [
             {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(exporter["port"])}]))
-    if consumer_jobs:  # llm-metrics and the like: /metrics from monitoring, nothing else
-        out.append(_policy(top, "consumer-job-metrics", consumer_jobs["selector"], [
-            {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(consumer_jobs["port"])}]))
+    for t in monitoring_only:
+        out.append(_policy(top, t["name"], t["selector"], [
+            {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(t["port"])}]))
     if spark_selector:
         # Executors call back to their driver and fetch shuffle blocks from each other.
         out.append(_policy(top, "spark-jobs", spark_selector, [

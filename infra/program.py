@@ -82,7 +82,7 @@ def main(root: Path = ROOT) -> None:
         "metadata": {"name": broker.CLUSTER_ID_SECRET, "namespace": top.namespace},
         "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid}),
     }, *spark.user_secrets(top, _secret_setting("s3AccessKey"), _secret_setting("s3SecretKey"),
-                           _secret_setting("clickhousePassword"))]
+                           _secret_setting("clickhousePassword"), s.s3Endpoint)]
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations)
     kafka = [cluster.service_account(top), *cluster.services(top), cluster.pdb(top),
              cluster.jmx_config_map(top, files.jmx)]
@@ -92,12 +92,25 @@ def main(root: Path = ROOT) -> None:
         extras += schema_registry.manifests(s, top)
     extras += monitoring.exporter(s, top)
     consumers = [monitoring.consumer_deployment(s, top, j) for j in consumer_jobs]
+    if s.deadLetterMonitor:
+        extras += monitoring.dead_letter_monitor(s, top, registry, apply_job[0]["metadata"]["name"])
+    routing_key = _secret_setting("pagerdutyRoutingKey") if s.alertmanager else None
+    if routing_key is not None:
+        am_secret, *am = monitoring.alertmanager(s, top, routing_key)
+        am_secret["stringData"] = pulumi.Output.secret(am_secret["stringData"])
+        secrets.append(am_secret)
+        extras += am
+    elif s.alertmanager:
+        pulumi.log.warn("no Alertmanager deployed: set the PagerDuty routing key with `pulumi config "
+                        "set --secret pagerdutyRoutingKey ...` (or alertmanager: false)")
     operators = []
     if s.prometheusOperator:
         operators += [monitoring.consumer_pod_monitor(top, j, s.prometheusLabels) for j in consumer_jobs]
         operators += [monitoring.pod_monitor(top, s.prometheusLabels),
                       monitoring.service_monitor(top, s.prometheusLabels),
                       monitoring.prometheus_rule(top, files, registry, s.prometheusLabels)]
+        if s.deadLetterMonitor:
+            operators.append(monitoring.dead_letter_monitor_service_monitor(top, s.prometheusLabels))
     dashboards = monitoring.dashboards(files, s.monitoringNamespace) if s.grafanaDashboards else []
     spark_apps = [spark.application(s, top, j) for j in jobs]
     spark_rbac = spark.rbac(s, top) if jobs else []
@@ -105,7 +118,7 @@ def main(root: Path = ROOT) -> None:
         top, s.clientNamespaces, s.monitoringNamespace,
         schema_registry.policy_target() if s.schemaRegistry else None,
         monitoring.exporter_policy_target(), spark.SERVICE_LABELS if jobs else None,
-        monitoring.consumer_policy_target() if consumer_jobs else None)
+        monitoring.monitoring_policy_targets(s, consumer_jobs))
 
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers]
     violations = policy.check([policy.plainify(m) for m in everything],
@@ -147,4 +160,6 @@ def main(root: Path = ROOT) -> None:
                   f"{schema_registry.PORT}" if s.schemaRegistry else None)
     pulumi.export("sparkApplications", [j.name for j in jobs])
     pulumi.export("consumerJobs", [j.name for j in consumer_jobs])
+    pulumi.export("alertmanagerUrl", f"http://{monitoring.ALERTMANAGER}.{top.namespace}.svc:"
+                  f"{monitoring.ALERTMANAGER_PORT}" if routing_key is not None else None)
     pulumi.export("monitoringSources", files.sources)

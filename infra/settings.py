@@ -102,6 +102,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("s3SecretKey", "", "S3 secret key (set with --secret)", secret=True),
     Setting("clickhouseUrl", "", "ClickHouse HTTP URL for analytics-ingest"),
     Setting("clickhousePassword", "", "ClickHouse password (set with --secret)", secret=True),
+    Setting("deadLetterMonitor", True, "run the dead-letter-monitor consumer group: dead letters "
+            "counted by source topic, stage and error class for the dead-letter alerts"),
+    Setting("alertmanager", True, "run Alertmanager routing every alert to PagerDuty; its config "
+            "and routing key come from a Secret (needs pagerdutyRoutingKey)"),
+    Setting("alertmanagerImage", versions.ALERTMANAGER_IMAGE, "Alertmanager image (the release "
+            "the local platform runs)"),
+    Setting("pagerdutyUrl", "https://events.pagerduty.com/v2/enqueue", "PagerDuty Events API v2 "
+            "endpoint"),
+    Setting("pagerdutyRoutingKey", "", "PagerDuty Events API v2 integration key (set with "
+            "--secret)", secret=True),
 )
 
 _BY_KEY = {s.key: s for s in SETTINGS}

@@ -46,6 +46,7 @@ def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SC
         f"commons-pool2-{v.SPARK_COMMONS_POOL2}.jar",
         f"hadoop-aws-{v.SPARK_HADOOP}.jar",
         f"bundle-{v.SPARK_AWS_SDK}.jar",
+        f"analyticsaccelerator-s3-{v.SPARK_S3_ANALYTICS_ACCELERATOR}.jar",  # hadoop-aws 3.5 reads through it
     ]
 
 
@@ -58,6 +59,7 @@ class SparkJob:
     entry: str  # python file relative to the repository root
     executors: int
     checkpoint: str | None = None
+    s3_paths: tuple[str, ...] = ()  # the spec's sink paths on S3
 
 
 def discover(root: Path, registry: Registry) -> list[SparkJob]:
@@ -88,6 +90,8 @@ def discover(root: Path, registry: Registry) -> list[SparkJob]:
             name=name, group=g.name, principal=g.principal, topics=g.topics, entry=entry,
             executors=int(spec.get("executors") or g.consumers),
             checkpoint=spec.get("checkpoint") if isinstance(spec.get("checkpoint"), str) else None,
+            s3_paths=tuple(str(k.get("path")) for k in (spec.get("sinks") or {}).values()
+                           if isinstance(k, dict) and str(k.get("path", "")).startswith("s3a://")),
         ))
     return jobs
 
@@ -106,6 +110,14 @@ def _secret_env(name: str, secret: str, key: str) -> dict:
                                                          "optional": True}}}
 
 
+def uses_s3(s: StackSettings, job: SparkJob) -> bool:
+    """Its checkpoint or one of its outputs is an s3a:// path."""
+    paths = [checkpoint_of(s, job), *job.s3_paths]
+    if job.name == "audit-archive" and s.auditArchivePath:
+        paths.append(s.auditArchivePath)
+    return any(p.startswith("s3a://") for p in paths)
+
+
 def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
     env = connection_env(top, job.principal)
     env += [
@@ -114,14 +126,14 @@ def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
         {"name": "HANZO_STREAM_TOPICS", "value": ",".join(job.topics)},
         {"name": "HANZO_STREAM_CHECKPOINT", "value": checkpoint_of(s, job)},
         {"name": "HANZO_STREAM_HOME", "value": "/tmp/hanzo-stream"},
-        _secret_env("AWS_ACCESS_KEY_ID", S3_SECRET, "access-key"),
-        _secret_env("AWS_SECRET_ACCESS_KEY", S3_SECRET, "secret-key"),
-        _secret_env("CLICKHOUSE_PASSWORD", CLICKHOUSE_SECRET, "password"),
     ]
+    if uses_s3(s, job):  # endpoint and keys from the S3 Secret, never a literal (jobs/s3.py)
+        env += [_secret_env("HANZO_STREAM_S3_ENDPOINT", S3_SECRET, "endpoint"),
+                _secret_env("AWS_ACCESS_KEY_ID", S3_SECRET, "access-key"),
+                _secret_env("AWS_SECRET_ACCESS_KEY", S3_SECRET, "secret-key")]
+    env.append(_secret_env("CLICKHOUSE_PASSWORD", CLICKHOUSE_SECRET, "password"))
     if s.clickhouseUrl:
         env.append({"name": "HANZO_STREAM_CLICKHOUSE_URL", "value": s.clickhouseUrl})
-    if s.s3Endpoint:
-        env.append({"name": "HANZO_STREAM_S3_ENDPOINT", "value": s.s3Endpoint})
     if s.auditArchivePath:
         env.append({"name": "HANZO_STREAM_ARCHIVE_PATH", "value": s.auditArchivePath})
     return env
@@ -137,12 +149,10 @@ def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
         "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
         "securityContext": security,
     }
-    conf = {"spark.sql.streaming.stopGracefullyOnShutdown": "true",
-            "spark.hadoop.fs.s3a.aws.credentials.provider":
-                "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"}
-    if s.s3Endpoint:
-        conf |= {"spark.hadoop.fs.s3a.endpoint": s.s3Endpoint,
-                 "spark.hadoop.fs.s3a.path.style.access": "true"}
+    # s3a's endpoint and path style are set by the job from its spec and HANZO_STREAM_S3_ENDPOINT
+    # (hanzo_stream/jobs/spark.py s3a_conf); its keys come from the environment or the pod's
+    # identity through the SDK's default chain.
+    conf = {"spark.sql.streaming.stopGracefullyOnShutdown": "true"}
     return {
         "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
         "metadata": {"name": job.name, "namespace": top.namespace,
@@ -184,14 +194,21 @@ def rbac(s: StackSettings, top: Topology) -> list[dict]:
     ]
 
 
-def user_secrets(top: Topology, s3_access: Any, s3_secret: Any, ch_password: Any) -> list[dict]:
-    """Secrets for the sinks, from secret stack settings; absent settings make no Secret."""
+def user_secrets(top: Topology, s3_access: Any, s3_secret: Any, ch_password: Any,
+                 s3_endpoint: str = "") -> list[dict]:
+    """Secrets for the sinks, from secret stack settings; absent settings make no Secret.
+
+    The S3 Secret carries the endpoint with the keys: a job on S3 reads all three from it.
+    """
     out = []
     if s3_access is not None and s3_secret is not None:
+        data = {"access-key": s3_access, "secret-key": s3_secret}
+        if s3_endpoint:
+            data["endpoint"] = s3_endpoint
         out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": S3_SECRET, "namespace": top.namespace,
                                  "labels": labels("credentials", S3_SECRET)},
-                    "stringData": {"access-key": s3_access, "secret-key": s3_secret}})
+                    "stringData": data})
     if ch_password is not None:
         out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": CLICKHOUSE_SECRET, "namespace": top.namespace,

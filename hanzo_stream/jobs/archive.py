@@ -3,28 +3,33 @@
 Spark's file sink writes a batch's Parquet files first and records them in
 <path>/_spark_metadata/<batch> after; a batch that fails half-way leaves files that no log
 entry names, and its replay writes new files under new names. Spark readers consult the log;
-anything that lists the directory (pyarrow, DuckDB, Athena, ClickHouse's s3()) must read it
-too, or deduplicate by event `id`. This module is that reader for Python.
+anything that lists the prefix (pyarrow, DuckDB, Athena, ClickHouse's s3()) must read it
+too, or deduplicate by event `id`. This module is that reader for Python, for a local
+directory or an s3a:// prefix (through boto3, with `hanzo_stream.jobs.s3` settings).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from . import s3
 
 if TYPE_CHECKING:
     from .spec import JobSpec
 
 LOG_DIR = "_spark_metadata"
 PATH_ENV = "HANZO_STREAM_ARCHIVE_PATH"
+PARTITIONS = ("org_id", "date")  # the archive's partition columns, in directory order
 
 
 def archive_path(spec: JobSpec, env: Mapping[str, str] | None = None) -> str:
@@ -39,10 +44,45 @@ class LogEntry:
     action: str  # add | delete
 
 
-def _fs(path: str) -> tuple[pafs.FileSystem, str]:
-    if path.startswith("s3a://"):
-        path = "s3://" + path[len("s3a://"):]
-    return pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+class _Local:
+    def __init__(self, base: str):
+        self.base = base
+
+    def list(self, under: str) -> list[str]:
+        root = Path(under)
+        return sorted(str(p) for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+
+    def read(self, path: str) -> bytes:
+        return Path(path).read_bytes()
+
+    def locate(self, uri: str) -> str:
+        parsed = urlparse(uri)
+        return unquote(parsed.path) if parsed.scheme in ("", "file") else uri
+
+
+class _S3:
+    def __init__(self, base: str, store: s3.S3Access):
+        self.bucket, _ = s3.split(base)
+        self.client = store.client()
+
+    def list(self, under: str) -> list[str]:
+        _, prefix = s3.split(under)
+        return [f"s3a://{self.bucket}/{k}" for k in s3.list_keys(self.client, self.bucket,
+                                                                 prefix.rstrip("/") + "/")]
+
+    def read(self, path: str) -> bytes:
+        bucket, key = s3.split(path)
+        return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def locate(self, uri: str) -> str:
+        parsed = urlparse(uri)
+        return f"s3a://{parsed.netloc}{unquote(parsed.path)}"
+
+
+def _store(path: str, store: s3.S3Access | None) -> _Local | _S3:
+    if s3.is_s3(path):
+        return _S3(path, store or s3.resolve())
+    return _Local(path)
 
 
 def parse_log_file(text: str) -> list[LogEntry]:
@@ -52,49 +92,48 @@ def parse_log_file(text: str) -> list[LogEntry]:
     return [LogEntry(d["path"], d.get("action", "add")) for d in map(json.loads, lines[1:]) if d]
 
 
-def _to_fs_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        return unquote(parsed.path)
-    return f"{parsed.netloc}{unquote(parsed.path)}"  # s3a://bucket/key -> bucket/key
+def committed_files(path: str, store: s3.S3Access | None = None) -> list[str]:
+    """Files of every committed batch: the newest compaction plus the batches after it.
 
-
-def committed_files(path: str) -> list[str]:
-    """Files of every committed batch: the newest compaction plus the batches after it."""
-    fs, base = _fs(path)
-    log_dir = f"{base.rstrip('/')}/{LOG_DIR}"
-    infos = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
+    Local paths for a directory, s3a:// URLs for an s3a:// archive.
+    """
+    fs = _store(path, store)
     batches: dict[int, str] = {}
-    for info in infos:
-        name = info.base_name
+    for f in fs.list(f"{path.rstrip('/')}/{LOG_DIR}"):
+        name = f.rsplit("/", 1)[-1]
         stem = name[:-len(".compact")] if name.endswith(".compact") else name
-        if info.is_file and stem.isdigit():
-            batches[int(stem)] = info.path
+        if stem.isdigit():
+            batches[int(stem)] = f
     compacted = [b for b, p in batches.items() if p.endswith(".compact")]
     start = max(compacted, default=-1)
     live: dict[str, None] = {}
     for b in sorted(batches):
         if b < start:
             continue
-        with fs.open_input_stream(batches[b]) as f:
-            for e in parse_log_file(f.read().decode()):
-                p = _to_fs_path(e.path)
-                if e.action == "delete":
-                    live.pop(p, None)
-                else:
-                    live[p] = None
+        for e in parse_log_file(fs.read(batches[b]).decode()):
+            p = fs.locate(e.path)
+            if e.action == "delete":
+                live.pop(p, None)
+            else:
+                live[p] = None
     return list(live)
 
 
-def read_committed(path: str) -> pa.Table:
+def listed_files(path: str, store: s3.S3Access | None = None) -> list[str]:
+    """Every Parquet file under the archive, committed or not: what a listing reader sees."""
+    return [f for f in _store(path, store).list(path) if f.endswith(".parquet")
+            and f"/{LOG_DIR}/" not in f]
+
+
+def read_committed(path: str, store: s3.S3Access | None = None) -> pa.Table:
     """The archive as a table (partition columns org_id and date included), committed files only."""
-    files = committed_files(path)
-    fs, base = _fs(path)
-    if not files:
-        return pa.table({})
-    dataset = ds.dataset(files, filesystem=fs, format="parquet",
-                         partitioning=ds.partitioning(
-                             pa.schema([("org_id", pa.string()), ("date", pa.string())]),
-                             flavor="hive"),
-                         partition_base_dir=base)
-    return dataset.to_table()
+    fs = _store(path, store)
+    base = fs.locate(path).rstrip("/") + "/"
+    tables = []
+    for f in committed_files(path, store):
+        t = pq.read_table(io.BytesIO(fs.read(f)))
+        parts = dict(seg.split("=", 1) for seg in f[len(base):].split("/")[:-1] if "=" in seg)
+        for col in PARTITIONS:
+            t = t.append_column(col, pa.array([unquote(parts.get(col, ""))] * t.num_rows, pa.string()))
+        tables.append(t)
+    return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})

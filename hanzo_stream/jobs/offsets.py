@@ -9,6 +9,11 @@ over the same topic commits, per partition, the smallest offset all of them have
 
 The checkpoint stays the truth for restarts; the committed offsets may trail it by one
 batch after a crash, which only overstates lag until the next batch.
+
+Commits are serialized: the listener thread and the run's final commit never send at the
+same time, so a late listener commit can neither move the group backwards nor be cut off
+when shutdown closes the consumer (`finish()` waits for it, commits the final offsets, then
+closes, and says in the log whether the final offsets were committed).
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ class OffsetCommitter:
     consumer: Any = None  # a confluent_kafka.Consumer; built lazily
     _seen: dict[str, dict[TP, int]] = field(default_factory=dict)
     _committed: dict[TP, int] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the offsets seen
+    _commit_lock: threading.Lock = field(default_factory=threading.Lock)  # one commit at a time
+    _closed: bool = False
 
     def record(self, query: str, offsets: Mapping[TP, int]) -> None:
         with self._lock:
@@ -83,21 +90,26 @@ class OffsetCommitter:
             return {tp: o for tp, o in agreed.items() if self._committed.get(tp) != o}
 
     def commit(self) -> dict[TP, int]:
-        todo = self.pending()
-        if not todo:
-            return {}
-        from confluent_kafka import TopicPartition
+        """Commit what is pending, synchronously; one commit at a time (see the module doc)."""
+        with self._commit_lock:
+            todo = self.pending()
+            if not todo:
+                return {}
+            if self._closed:
+                raise RuntimeError(f"the committer is closed; not committed: {_describe(todo)}")
+            from confluent_kafka import TopicPartition
 
-        if self.consumer is None:
-            from confluent_kafka import Consumer
+            if self.consumer is None:
+                from confluent_kafka import Consumer
 
-            assert self.conn is not None
-            self.consumer = Consumer(self.conn.confluent() | {
-                "group.id": self.group, "enable.auto.commit": False, "log_level": 3})
-        commit_retrying(self.consumer, [TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())])
-        with self._lock:
-            self._committed.update(todo)
-        return todo
+                assert self.conn is not None
+                self.consumer = Consumer(self.conn.confluent() | {
+                    "group.id": self.group, "enable.auto.commit": False, "log_level": 3})
+            commit_retrying(self.consumer,
+                             [TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())])
+            with self._lock:
+                self._committed.update(todo)
+            return todo
 
     def record_and_commit(self, query: str, progress: Any) -> None:
         """Listener entry point: never raises (a failed commit only delays lag visibility)."""
@@ -109,10 +121,63 @@ class OffsetCommitter:
         except Exception as e:  # the next batch commits again
             log.warning("could not commit offsets for group %s: %s", self.group, e)
 
-    def close(self) -> None:
-        if self.consumer is not None:
-            self.consumer.close()
-            self.consumer = None
+    def finish(self, timeout: float = 90.0) -> bool:
+        """The run's last commit, then close: True if the group holds every offset reported.
+
+        Waits (bounded: a broker that is gone must not keep the job from exiting) for a
+        listener commit still in flight, commits what is pending after it, and logs an error
+        naming the offsets if they could not be committed.
+        """
+        outcome: dict[str, Any] = {}
+
+        def final() -> None:
+            try:
+                outcome["done"] = self.commit()
+            except Exception as e:
+                outcome["error"] = e
+
+        worker = threading.Thread(target=final, name=f"final-commit-{self.group}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if "done" in outcome:
+            if outcome["done"]:
+                log.info("committed the final offsets of group %s: %s", self.group,
+                         _describe(outcome["done"]))
+            return self.close(timeout=5.0)
+        why = outcome.get("error") or f"no answer within {timeout:g}s"
+        log.error("final offsets of group %s were NOT committed (%s): %s; its lag shows them "
+                  "unread until the next run commits", self.group, why, _describe(self.pending()))
+        self._shut(timeout=0)
+        return False
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Close the consumer once no commit is in flight; True if nothing was left uncommitted."""
+        if self._closed:
+            return not self.pending()  # closed before, and said so then
+        left = self._shut(timeout)
+        if left:
+            log.error("group %s: closing with offsets NOT committed: %s", self.group, _describe(left))
+        return not left
+
+    def _shut(self, timeout: float) -> dict[TP, int]:
+        """Mark closed, close the consumer after any commit in flight; returns what is left."""
+        if not self._commit_lock.acquire(timeout=timeout):
+            self._closed = True  # a commit is stuck: its consumer is left to the process exit
+            log.error("group %s: a commit was still in flight after %gs at shutdown; it may not "
+                      "complete", self.group, timeout)
+            return self.pending()
+        try:
+            self._closed = True
+            if self.consumer is not None:
+                self.consumer.close()
+                self.consumer = None
+            return self.pending()
+        finally:
+            self._commit_lock.release()
+
+
+def _describe(offsets: Mapping[TP, int]) -> str:
+    return ", ".join(f"{t}[{p}]={o}" for (t, p), o in sorted(offsets.items())) or "nothing"
 
 
 RETRY_CODES = {"_WAIT_COORD", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",

@@ -25,6 +25,7 @@ from typing import Any
 from ..connection import Connection
 from ..registry import Registry, load_registry
 from ..schemas.store import SchemaSet, load_schemas
+from . import s3
 from .connect import job_connection
 from .kafka_out import KafkaOut
 from .offsets import OffsetCommitter, commit_listener, end_offsets
@@ -34,6 +35,7 @@ log = logging.getLogger("hanzo_stream.jobs")
 
 METRICS_ENV = "HANZO_STREAM_JOB_METRICS"  # a JSON-lines file for per-batch numbers (bench)
 REPORT_FILE = "report.json"  # under the job's state_dir; read by `local status`
+FINAL_COMMIT_TIMEOUT = 90.0  # seconds: bounded, a broker that is gone must not hold the exit
 
 
 @dataclass
@@ -150,7 +152,7 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         consumers_dir: Path = Path("consumers"), home: Path | None = None, once: bool = False,
         master: str | None = None, env: dict[str, str] | None = None) -> int:
     """Run a job until it finishes (--once) or is stopped. Exit code: 0 ok, 1 a query failed."""
-    from .spark import build_session
+    from .spark import build_session, uses_s3a
 
     env = dict(os.environ) if env is None else env
     registry = load_registry(registry_path)
@@ -162,6 +164,8 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         return _run_consumer(JobContext(None, spec, registry, conn, once, schemas), env)
     metrics = Metrics(Path(env[METRICS_ENV]) if env.get(METRICS_ENV) else None)
 
+    if uses_s3a(spec):  # the JVM's AWS SDK reads its keys from the environment it starts with
+        os.environ.update(s3.of_spec(spec, env).environ())
     spark = build_session(spec, master)
     committer = OffsetCommitter(spec.name, conn)
     ctx = JobContext(spark, spec, registry, conn, once, metrics=metrics, schemas=schemas)
@@ -181,13 +185,14 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         failed = [q for q in queries if q.exception() is not None]
         for q in failed:
             log.error("query %s failed: %s", q.name, q.exception())
-        # The listener is asynchronous: commit the final progress here, synchronously
-        # (bounded: a broker that is gone must not keep the job from exiting).
+        for q in queries:  # no batch completes after this: the last progress is final
+            with contextlib.suppress(Exception):
+                q.stop()
+        # The listener is asynchronous: commit the final progress here, after any listener
+        # commit still in flight, and say in the log if it could not be committed.
         for q in queries:
             committer.record(q.name, end_offsets(q.lastProgress))
-        final = threading.Thread(target=committer.record_and_commit, args=("", None), daemon=True)
-        final.start()
-        final.join(90)
+        committer.finish(FINAL_COMMIT_TIMEOUT)
         return 1 if failed else 0
     finally:
         for q in queries:

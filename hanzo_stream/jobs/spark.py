@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..local import jars
+from . import s3
+from .s3 import S3Access
 from .spec import JobSpec
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ from ..versions import SPARK_AWS_SDK as AWS_SDK
 from ..versions import SPARK_COMMONS_POOL2 as COMMONS_POOL2
 from ..versions import SPARK_HADOOP as HADOOP
 from ..versions import SPARK_KAFKA_CLIENTS as KAFKA_CLIENTS
+from ..versions import SPARK_S3_ANALYTICS_ACCELERATOR as S3_ANALYTICS_ACCELERATOR
 from ..versions import SPARK_SCALA as SCALA
 from ..versions import SPARK_VERSION
 
@@ -39,10 +42,12 @@ def connector_jars() -> list[Path]:
 
 
 def s3a_jars() -> list[Path]:
-    """hadoop-aws and its SDK bundle (~280 MB): fetched only when a job writes s3a:// paths."""
-    d = jars.fetch(f"hadoop-aws-{HADOOP}", [
+    """hadoop-aws, its AWS SDK v2 bundle (~690 MB) and the S3 Analytics Accelerator it reads
+    through: fetched only when a job uses s3a:// paths."""
+    d = jars.fetch(f"hadoop-aws-{HADOOP}-sdk-{AWS_SDK}", [
         f"org.apache.hadoop:hadoop-aws:{HADOOP}",
         f"software.amazon.awssdk:bundle:{AWS_SDK}",
+        f"software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:{S3_ANALYTICS_ACCELERATOR}",
     ], transitive=False)
     return sorted(d.glob("*.jar"))
 
@@ -52,17 +57,19 @@ def uses_s3a(spec: JobSpec) -> bool:
     return any(p.startswith("s3a://") for p in paths)
 
 
-def s3a_conf(endpoint: str | None, path_style: bool = True) -> dict[str, str]:
-    """Hadoop S3A settings for an S3-compatible store (Hanzo Storage/MinIO) at `endpoint`.
+def s3a_conf(store: S3Access) -> dict[str, str]:
+    """Hadoop S3A settings for an S3-compatible store (Hanzo Storage/MinIO, local s3proxy).
 
-    Credentials are not configuration: the default provider chain reads AWS_ACCESS_KEY_ID
-    and AWS_SECRET_ACCESS_KEY (or the pod's web identity) at run time.
+    Credentials are not configuration (Spark prints its configuration): the SDK's default
+    chain reads AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the pod's web identity).
     """
     conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "spark.hadoop.fs.s3a.path.style.access": str(path_style).lower()}
-    if endpoint:
-        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
-        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
+            "spark.hadoop.fs.s3a.path.style.access": str(store.path_style).lower()}
+    if store.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = store.endpoint
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = store.region
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+            store.endpoint.startswith("https")).lower()
     return conf
 
 
@@ -94,12 +101,9 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         # (hanzo_stream/jobs/contract.py).
         "spark.sql.variant.allowDuplicateKeys": "true",
     }
-    archive = spec.sinks.get("archive")
     if uses_s3a(spec):
         jar_list += [] if submitted else s3a_jars()
-        s3 = (archive.get("s3", {}) if archive else {}) or {}
-        conf |= s3a_conf(env.get("HANZO_STREAM_S3_ENDPOINT") or s3.get("endpoint"),
-                         bool(s3.get("path_style_access", True)))
+        conf |= s3a_conf(s3.of_spec(spec, env))
     if not submitted:
         conf["spark.master"] = master or env.get("HANZO_STREAM_SPARK_MASTER") or DEFAULT_MASTER
         conf["spark.jars"] = ",".join(str(j) for j in jar_list)

@@ -99,7 +99,8 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
                        ("billing windows (billing_events)", "billing_events"),
                        ("RPC settlements (agent_rpc_settlements)", "settlements"),
                        ("LLM requests counted (llm-metrics)", "llm_requests"),
-                       ("audit archive files", "audit_files"), ("dead letters", "dead_letters"),
+                       ("audit archive objects (S3)", "audit_objects"), ("dead letters", "dead_letters"),
+                       ("pages sent (local PagerDuty)", "pages"),
                        ("under-replicated partitions", "under_replicated")):
         v = p.get(key)
         t.add_row(label, "-" if v is None else f"{v:,}")

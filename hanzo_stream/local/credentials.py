@@ -1,7 +1,10 @@
-"""Local SASL credentials: one generated password per registry principal, kept 0600.
+"""Local secrets: one generated password per registry principal, plus the services' keys, kept 0600.
 
-In the cluster the same passwords are Pulumi secrets; locally they live only in
-<state>/credentials.json and are handed to the reconciler through its secrets file.
+In the cluster the same secrets are Pulumi secrets; locally they live only in
+<state>/credentials.json: SASL passwords (handed to the reconciler through its secrets file),
+the object store's access key pair and the PagerDuty routing key Alertmanager pages with.
+A process gets a secret through its environment, its standard input or a 0600 file, never
+its command line, a log line or a rendered configuration file.
 """
 
 from __future__ import annotations
@@ -9,14 +12,28 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+S3_ACCESS_KEY = "s3-access-key"
+S3_SECRET_KEY = "s3-secret-key"
+PAGERDUTY_ROUTING_KEY = "pagerduty-routing-key"
+
+# Generated on first use. An access key id looks like AWS's (20 upper-case characters); a
+# PagerDuty Events API v2 integration key is 32 hex characters.
+SERVICE_SECRETS: dict[str, Callable[[], str]] = {
+    S3_ACCESS_KEY: lambda: "HS" + secrets.token_hex(9).upper(),
+    S3_SECRET_KEY: lambda: secrets.token_urlsafe(30),
+    PAGERDUTY_ROUTING_KEY: lambda: secrets.token_hex(16),
+}
 
 
 @dataclass
 class Credentials:
     admin: str
     principals: dict[str, str] = field(default_factory=dict)
+    services: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print a password (test failures print fixtures)
         return f"Credentials(admin=..., principals=[{', '.join(sorted(self.principals))}])"
@@ -30,16 +47,23 @@ class Credentials:
             known = ", ".join(["admin", *sorted(self.principals)])
             raise KeyError(f"no local credentials for principal {principal!r}; known: {known}") from None
 
+    def service(self, name: str) -> str:
+        try:
+            return self.services[name]
+        except KeyError:
+            raise KeyError(f"no local secret {name!r}; known: {', '.join(sorted(self.services))}") from None
+
 
 def _new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
 def load_or_create(path: Path, principals: list[str]) -> Credentials:
-    """Load the credentials file, adding passwords for principals seen for the first time."""
+    """Load the credentials file, adding passwords for principals seen for the first time
+    and any service secret it does not hold yet."""
     if path.exists():
         data = json.loads(path.read_text())
-        creds = Credentials(data["admin"], data.get("principals", {}))
+        creds = Credentials(data["admin"], data.get("principals", {}), data.get("services", {}))
     else:
         creds = Credentials(_new_password())
     changed = not path.exists()
@@ -47,9 +71,20 @@ def load_or_create(path: Path, principals: list[str]) -> Credentials:
         if p not in creds.principals:
             creds.principals[p] = _new_password()
             changed = True
+    for name, make in SERVICE_SECRETS.items():
+        if name not in creds.services:
+            creds.services[name] = make()
+            changed = True
     if changed:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"admin": creds.admin, "principals": creds.principals}, f, indent=2)
+        write_secret(path, json.dumps({"admin": creds.admin, "principals": creds.principals,
+                                       "services": creds.services}, indent=2))
     return creds
+
+
+def write_secret(path: Path, text: str) -> None:
+    """A file only its owner can read, created that way (never world-readable for a moment)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)  # an older file keeps its mode through O_TRUNC

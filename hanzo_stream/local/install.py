@@ -16,6 +16,7 @@ from . import jars
 FETCHERS: list[tuple[str, Callable[[], object]]] = [
     ("kafka broker and tools", jars.kafka_jars),
     ("JMX Prometheus exporter agent", jars.jmx_exporter_agent),
+    ("S3-compatible object store (s3proxy)", jars.s3proxy_jar),
 ]
 
 
@@ -32,6 +33,7 @@ def _optional(module: str, attr: str) -> Callable[[], object] | None:
 def main() -> None:
     fetchers = list(FETCHERS)
     for label, module, attr in (("Spark Kafka connector", "hanzo_stream.jobs.spark", "connector_jars"),
+                                ("Spark s3a (hadoop-aws, AWS SDK)", "hanzo_stream.jobs.spark", "s3a_jars"),
                                 ("schema registry", "hanzo_stream.local.schema_registry", "install")):
         fn = _optional(module, attr)
         if fn:

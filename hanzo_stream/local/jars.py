@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..versions import JMX_EXPORTER_VERSION, KAFKA_VERSION, SCALA_BINARY
+from ..versions import JMX_EXPORTER_VERSION, KAFKA_VERSION, S3PROXY_VERSION, SCALA_BINARY
 from .paths import cache_dir
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -29,7 +29,8 @@ class FetchFailed(RuntimeError):
 
 
 def fetch(name: str, coordinates: list[str], transitive: bool = True) -> Path:
-    """Copy `group:artifact:version` jars (and their runtime dependencies) into the cache."""
+    """Copy `group:artifact:version[:classifier]` jars (and their runtime dependencies) into
+    the cache."""
     dest = cache_dir() / "jars" / name
     if (dest / ".complete").exists():
         return dest
@@ -39,8 +40,9 @@ def fetch(name: str, coordinates: list[str], transitive: bool = True) -> Path:
                    "</exclusion></exclusions>")
     deps = "\n".join(
         f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-        f"<version>{v}</version>{'' if transitive else exclude_all}</dependency>"
-        for g, a, v in (c.split(":") for c in coordinates)
+        f"<version>{v}</version>{f'<classifier>{c[0]}</classifier>' if c else ''}"
+        f"{'' if transitive else exclude_all}</dependency>"
+        for g, a, v, *c in (coord.split(":") for coord in coordinates)
     )
     tmp_dest = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp_dest, ignore_errors=True)
@@ -76,3 +78,11 @@ def jmx_exporter_agent() -> Path:
               [f"io.prometheus.jmx:jmx_prometheus_javaagent:{JMX_EXPORTER_VERSION}"],
               transitive=False)
     return next(d.glob("jmx_prometheus_javaagent-*.jar"))
+
+
+def s3proxy_jar() -> Path:
+    """s3proxy's self-contained jar, as its releases ship it: Maven's resolution of its POM
+    mixes Jackson 2 and 3 annotation versions and fails at start."""
+    d = fetch(f"s3proxy-{S3PROXY_VERSION}-standalone",
+              [f"org.gaul:s3proxy:{S3PROXY_VERSION}:jar-with-dependencies"], transitive=False)
+    return next(d.glob("s3proxy-*-jar-with-dependencies.jar"))

@@ -40,7 +40,7 @@ def start(home: Path, conn: Connection, port: int | None = None, timeout: float 
     env = dict(os.environ)
     for var in ENV.values():
         env.pop(var, None)
-    env |= {var: str(getattr(conn, f)) for f, var in ENV.items() if getattr(conn, f) is not None}
+    env |= conn.environ()
     d.port, d.url = port, f"http://127.0.0.1:{port}"
     d.spawn([sys.executable, "-m", "hanzo_stream.monitoring.lag_exporter",
              "--listen", f"127.0.0.1:{port}", "--tag", d.marker], env)

@@ -28,7 +28,18 @@ from ..jobs.spec import list_specs
 from ..monitoring import JMX_RULES_FILE
 from ..monitoring.daemon import Daemon
 from ..registry import Registry, load_registry
-from . import credentials, jars, kafka, kafka_exporter, prometheus, schema_registry
+from . import (
+    alertmanager,
+    credentials,
+    dead_letter_monitor,
+    jars,
+    kafka,
+    kafka_exporter,
+    object_store,
+    pager,
+    prometheus,
+    schema_registry,
+)
 from .paths import state_dir
 
 DEMO = "demo"
@@ -163,6 +174,29 @@ def _schemas_status(ctx: Context) -> dict[str, Any]:
     return {"subjects": len(client(url).get_subjects())}
 
 
+# ---------------------------------------------------------------- object storage
+
+def _buckets(ctx: Context) -> set[str]:
+    """Every bucket a job spec names (checkpoints, sinks): created on the local store."""
+    from ..jobs import s3
+    from ..jobs.spec import load_spec
+
+    out = set()
+    for name in list_specs(ctx.consumers):
+        spec = load_spec(name, ctx.registry, ctx.consumers, ctx.home)
+        for path in [spec.checkpoint, *(str(k.get("path", "")) for k in spec.sinks.values())]:
+            if s3.is_s3(path):
+                out.add(s3.split(path)[0])
+    return out
+
+
+def _object_store_start(ctx: Context) -> str:
+    buckets = _buckets(ctx)
+    url = object_store.start(ctx.home / object_store.NAME, ctx.creds, buckets)
+    return (f"s3proxy (S3 API, filesystem backend) at {url}, bucket(s) {', '.join(sorted(buckets))}; "
+            f"keys in {ctx.home / 'credentials.json'}")
+
+
 # ---------------------------------------------------------------- monitoring
 
 def _exporter_start(ctx: Context) -> str:
@@ -170,12 +204,44 @@ def _exporter_start(ctx: Context) -> str:
     return f"consumer lag (kafka_exporter names) at {url}/metrics"
 
 
+def _monitor_start(ctx: Context) -> str:
+    principal = ctx.registry.group(dead_letter_monitor.NAME).principal
+    url = dead_letter_monitor.start(ctx.home / dead_letter_monitor.NAME, ctx.connection(principal),
+                                    Path(ctx.registry.path))
+    return (f"dead letters by source topic, stage and error class at {url}/metrics, "
+            f"as principal {principal}")
+
+
+def _routing_key(ctx: Context) -> str:
+    return (os.environ.get(alertmanager.ROUTING_KEY_ENV)
+            or ctx.creds.service(credentials.PAGERDUTY_ROUTING_KEY))
+
+
+def _pager_start(ctx: Context) -> str:
+    if os.environ.get(alertmanager.URL_ENV):
+        return f"not needed: pages go to {os.environ[alertmanager.URL_ENV]}"
+    url = pager.start(ctx.home / pager.NAME, _routing_key(ctx))
+    return f"PagerDuty Events API v2 endpoint at {url}; pages in {ctx.home / pager.NAME / pager.PAGES}"
+
+
+def _alertmanager_start(ctx: Context) -> str:
+    target = os.environ.get(alertmanager.URL_ENV) or ctx.require(
+        "the local PagerDuty endpoint", pager.url(ctx.home / pager.NAME))
+    url = alertmanager.start(ctx.home / alertmanager.NAME, _routing_key(ctx), target)
+    return f"{url} routing every alert to PagerDuty (Events API v2) at {target}"
+
+
 def _prometheus_start(ctx: Context) -> str:
-    jobs = prometheus.platform_jobs(ctx.cluster.jmx_ports, kafka_exporter.url(ctx.home / "exporter"))
+    monitor = dead_letter_monitor.url(ctx.home / dead_letter_monitor.NAME)
+    extra = [prometheus.ScrapeJob.from_urls(dead_letter_monitor.NAME, [monitor])] if monitor else []
     # Jobs with their own /metrics (llm-metrics) announce their port in a file_sd target file.
-    jobs.append(prometheus.ScrapeJob(JOBS_SCRAPE, (), file_sd=str(_scrape_targets(ctx) / "*.json")))
-    url = prometheus.start(ctx.home / "prometheus", jobs)
-    return f"{url} scraping {', '.join(j.name for j in jobs)}, with the project's alert rules"
+    extra.append(prometheus.ScrapeJob(JOBS_SCRAPE, (), file_sd=str(_scrape_targets(ctx) / "*.json")))
+    jobs = prometheus.platform_jobs(ctx.cluster.jmx_ports, kafka_exporter.url(ctx.home / "exporter"),
+                                    extra)
+    am = alertmanager.url(ctx.home / alertmanager.NAME)
+    url = prometheus.start(ctx.home / "prometheus", jobs, alertmanagers=[am] if am else [])
+    return (f"{url} scraping {', '.join(j.name for j in jobs)}, with the project's alert rules"
+            + (f", alerting to {am}" if am else ""))
 
 
 # ---------------------------------------------------------------- the jobs and the demo
@@ -249,8 +315,19 @@ def components(registry: Registry) -> tuple[Component, ...]:
                   lambda ctx: schema_registry.stop(ctx.home / "schema-registry"),
                   lambda ctx: schema_registry.status(ctx.home / "schema-registry")),
         Component("schemas", _schemas_start, lambda ctx: None, _schemas_status, asks_cluster=True),
+        Component(object_store.NAME, _object_store_start,
+                  lambda ctx: object_store.stop(ctx.home / object_store.NAME),
+                  lambda ctx: object_store.status(ctx.home / object_store.NAME)),
         Component("kafka-exporter", _exporter_start, lambda ctx: kafka_exporter.stop(ctx.home / "exporter"),
                   lambda ctx: kafka_exporter.status(ctx.home / "exporter")),
+        Component(dead_letter_monitor.NAME, _monitor_start,
+                  lambda ctx: dead_letter_monitor.stop(ctx.home / dead_letter_monitor.NAME),
+                  lambda ctx: dead_letter_monitor.status(ctx.home / dead_letter_monitor.NAME)),
+        Component(pager.NAME, _pager_start, lambda ctx: pager.stop(ctx.home / pager.NAME),
+                  lambda ctx: pager.status(ctx.home / pager.NAME)),
+        Component(alertmanager.NAME, _alertmanager_start,
+                  lambda ctx: alertmanager.stop(ctx.home / alertmanager.NAME),
+                  lambda ctx: alertmanager.status(ctx.home / alertmanager.NAME)),
         Component("prometheus", _prometheus_start, lambda ctx: prometheus.stop(ctx.home / "prometheus"),
                   lambda ctx: prometheus.status(ctx.home / "prometheus")),
         *(_job(name) for name in list_specs(checkout(registry) / "consumers")),
@@ -334,7 +411,14 @@ def pipeline(ctx: Context) -> dict[str, Any]:
             llm_requests = live.llm_requests(url)
     return {**snap, "clickhouse_rows": _report(ctx, "analytics-ingest").get("clickhouse_rows"),
             "billing_events": billing, "settlements": settlements, "llm_requests": llm_requests,
-            "audit_files": _audit_files(ctx)}
+            "audit_objects": _audit_objects(ctx), "pages": _pages(ctx)}
+
+
+def _pages(ctx: Context) -> int | None:
+    """Pages (trigger events) the local PagerDuty endpoint received; None when it does not run."""
+    if not pager.status(ctx.home / pager.NAME)["running"]:
+        return None
+    return sum(1 for e in pager.pages(ctx.home / pager.NAME) if e.get("event_action") == "trigger")
 
 
 def _report(ctx: Context, job: str) -> dict[str, Any]:
@@ -344,32 +428,42 @@ def _report(ctx: Context, job: str) -> dict[str, Any]:
     return json.loads(f.read_text()) if f.exists() else {}
 
 
-def _audit_files(ctx: Context) -> int | None:
+def _audit_objects(ctx: Context) -> int | None:
+    """Committed Parquet objects of the audit archive (Spark's sink log, read with boto3)."""
     if not (ctx.consumers / "audit-archive.yaml").exists():
         return None
-    try:
-        from ..jobs.archive import archive_path, committed_files
-        from ..jobs.spec import load_spec
+    from botocore.exceptions import BotoCoreError, ClientError
 
-        return len(committed_files(archive_path(load_spec("audit-archive", ctx.registry,
-                                                          ctx.consumers, ctx.home))))
-    except (ImportError, OSError):
+    from ..jobs import s3
+    from ..jobs.archive import archive_path, committed_files
+    from ..jobs.spec import load_spec
+
+    spec = load_spec("audit-archive", ctx.registry, ctx.consumers, ctx.home)
+    path = archive_path(spec)
+    store = s3.of_spec(spec)
+    if s3.is_s3(path) and not store.endpoint:
+        return None  # the local object store is not running
+    try:
+        return len(committed_files(path, store))
+    except (OSError, BotoCoreError, ClientError):  # the store is starting, stopping or gone
         return None
 
 
 def working(ctx: Context, p: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
     """What has not been seen working yet; empty when every part of the pipeline delivers.
 
-    Lag must be reported for every job's group; ClickHouse rows, audit files and dead letters
+    Lag must be reported for every job's group; ClickHouse rows, audit objects and dead letters
     must have grown since `before` (a snapshot from when the watch began, so a restart is
     not judged by yesterday's data); billing windows close hourly, so any will do.
     """
     before = before or {}
     missing = [f"lag of {g}" for g in sorted(set(list_specs(ctx.consumers)) - set(p.get("lag") or {}))]
-    for what, key in (("new rows in ClickHouse", "clickhouse_rows"), ("new audit files", "audit_files"),
+    for what, key in (("new rows in ClickHouse", "clickhouse_rows"), ("new audit objects", "audit_objects"),
                       ("new dead letters", "dead_letters"), ("new LLM metrics", "llm_requests")):
         if (p.get(key) or 0) <= (before.get(key) or 0):
             missing.append(what)
+    if p.get("pages") is not None and p["pages"] <= (before.get("pages") or 0):
+        missing.append("a page in the local PagerDuty")
     for what, key in (("billing windows", "billing_events"), ("RPC settlements", "settlements")):
         if not p.get(key):
             missing.append(what)

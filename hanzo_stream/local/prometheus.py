@@ -38,22 +38,26 @@ class ScrapeJob:
         return ScrapeJob(name, tuple(urllib.parse.urlparse(u).netloc or u for u in urls))
 
 
-def platform_jobs(jmx_ports: Sequence[int], exporter_url: str | None) -> list[ScrapeJob]:
-    """The local platform's scrape jobs: every broker's JMX agent and the lag exporter."""
+def platform_jobs(jmx_ports: Sequence[int], exporter_url: str | None,
+                  extra: Sequence[ScrapeJob] = ()) -> list[ScrapeJob]:
+    """The local platform's scrape jobs: every broker's JMX agent, the lag exporter, `extra`."""
     jobs = [ScrapeJob(BROKER_JOB, tuple(f"127.0.0.1:{p}" for p in jmx_ports))]
     if exporter_url:
         jobs.append(ScrapeJob.from_urls(EXPORTER_JOB, [exporter_url]))
-    return jobs
+    return jobs + list(extra)
 
 
 def render_config(jobs: Sequence[ScrapeJob], rules: Sequence[Path], scrape_interval: str,
-                  evaluation_interval: str) -> str:
+                  evaluation_interval: str, alertmanagers: Sequence[str] = ()) -> str:
     cfg = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval,
                    "scrape_timeout": scrape_interval},
         "rule_files": [str(p) for p in rules],
         "scrape_configs": [_scrape_config(j) for j in jobs],
     }
+    if alertmanagers:  # firing alerts go there (routing: hanzo_stream.monitoring.alertmanager)
+        cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [
+            urllib.parse.urlparse(u).netloc or u for u in alertmanagers]}]}]}
     return "# Written by hanzo_stream.local.prometheus; regenerated on every start.\n" + yaml.safe_dump(
         cfg, sort_keys=False)
 
@@ -74,13 +78,13 @@ def _binary() -> str:
 
 def start(home: Path, jobs: Sequence[ScrapeJob], rules: Sequence[Path] | None = None,
           scrape_interval: str = "5s", evaluation_interval: str = "5s", port: int | None = None,
-          retention: str = "2d", timeout: float = 60.0) -> str:
+          retention: str = "2d", timeout: float = 60.0, alertmanagers: Sequence[str] = ()) -> str:
     """Start Prometheus (or reload its configuration if it runs); returns its base URL."""
     d = Daemon.load(home, NAME)
     config = home / "prometheus.yml"
     home.mkdir(parents=True, exist_ok=True)
     config.write_text(render_config(jobs, rule_files() if rules is None else rules,
-                                    scrape_interval, evaluation_interval))
+                                    scrape_interval, evaluation_interval, alertmanagers))
     if d.alive() and d.url:
         reload(home)
         return d.url

@@ -6,7 +6,9 @@
   committed offsets stand still (the job is down or stuck on a record), long before the
   lag reaches a threshold.
 - Dead letters: an alert when the dead-letter topic's log end moves, addressed to the
-  groups that read it (dead-letter-monitor).
+  groups that read it (dead-letter-monitor); and, from the dead-letter-monitor's counters,
+  a warning and a critical alert per (source topic, stage, error class) with the source
+  topic's `dead_letters` thresholds, each naming the topic, the stage and the class.
 
 The output is committed as monitoring/rules/registry-alerts.yaml (Prometheus and infra
 load files, not Python); tests/unit/test_monitoring_rules.py fails when it is stale.
@@ -18,6 +20,7 @@ import yaml
 
 from .. import dead_letter
 from ..registry import Group, Registry
+from ..registry.model import DeadLetterThresholds
 from . import MONITORING_DIR, RULES_DIR
 
 GENERATED_FILE = RULES_DIR / "registry-alerts.yaml"
@@ -28,6 +31,10 @@ EXPORTER_LAG_METRIC = "kafka_consumergroup_lag"  # kafka_exporter's, per partiti
 COMMITTED_METRIC = "kafka_consumergroup_current_offset"  # kafka_exporter's committed offset
 STALL_WINDOW = "5m"  # no commit and growing lag over this window means stalled
 STALL_FOR = "2m"
+DEAD_LETTER_COUNTER = "hanzo_stream_dead_letters_total"  # dead_letter_monitor.py
+DEAD_LETTER_WINDOW = "10m"
+DEAD_LETTER_RECORD = f"hanzo_stream:dead_letters:increase{DEAD_LETTER_WINDOW}"
+DEAD_LETTER_LABELS = ("source_topic", "stage", "error_class")
 LAG_RUNBOOK = "docs/runbooks/consumer-lag.md"
 STALLED_RUNBOOK = "docs/runbooks/consumer-stalled.md"
 DEAD_LETTER_RUNBOOK = "docs/runbooks/dead-letters.md"
@@ -107,12 +114,62 @@ def dead_letter_alert(registry: Registry) -> dict:
     }
 
 
+def dead_letter_recording() -> dict:
+    """Dead letters per (source topic, stage, error class) within the window, exactly.
+
+    Not `increase()`: it extrapolates (1 letter reads as 1.2) and misses a label set's first
+    letters (a series that appears at 1 has no increase). Instead, per series: its value if it
+    is new within the window (it started at zero then: the monitor creates a series on its
+    first letter), its value if it fell (the monitor restarted: counted since), else value
+    minus value a window ago.
+    """
+    x, w = DEAD_LETTER_COUNTER, DEAD_LETTER_WINDOW
+    per_series = f"({x} unless {x} offset {w}) or ({x} < {x} offset {w}) or ({x} - {x} offset {w})"
+    return {"record": DEAD_LETTER_RECORD,
+            "expr": f"sum by ({', '.join(DEAD_LETTER_LABELS)}) ({per_series})"}
+
+
+def dead_letter_class_alerts(registry: Registry) -> list[dict]:
+    """Warning and critical per source topic, thresholds from its `dead_letters:`; one more
+    pair with the defaults for source topics the registry does not know."""
+    watchers = ",".join(sorted(g.name for g in registry.groups if dead_letter.TOPIC in g.topics))
+    known = sorted(t.name for t in registry.topics)
+    # The series' own source_topic label, repeated as a static one: rule names and labels stay
+    # unique per topic (promtool refuses duplicates).
+    scopes = [(f'source_topic="{t.name}"', {"source_topic": t.name}, t.dead_letters.warning,
+               t.dead_letters.critical) for t in registry.topics]
+    scopes.append((f'source_topic!~"{"|".join(known)}"', {}, DeadLetterThresholds().warning,
+                   DeadLetterThresholds().critical))
+    out = []
+    for selector, static, warning, critical in scopes:
+        for severity, threshold in (("warning", warning), ("critical", critical)):
+            out.append({
+                "alert": f"DeadLetters{severity.capitalize()}",
+                "expr": f"{DEAD_LETTER_RECORD}{{{selector}}} >= {threshold}",
+                "for": "0m",
+                "labels": {"severity": severity, "consumergroup": watchers, **static},
+                "annotations": {
+                    "summary": "{{ $value | humanize }} dead letter(s) from {{ $labels.source_topic }} "
+                               "at {{ $labels.stage }}: {{ $labels.error_class }} "
+                               f"(in {DEAD_LETTER_WINDOW}, {severity} at {threshold})",
+                    "description": "Events of {{ $labels.source_topic }} were refused by "
+                                   "{{ $labels.stage }} with error class {{ $labels.error_class }} "
+                                   "and parked on dead_letter. Their hs.error.message names the "
+                                   "field and the fix; replay them once fixed.",
+                    "runbook_url": DEAD_LETTER_RUNBOOK,
+                },
+            })
+    return out
+
+
 def rule_groups(registry: Registry) -> list[dict]:
     return [
         {"name": "hanzo-stream-consumer-lag",
          "rules": [r for g in registry.groups for r in lag_alerts(g)]},
         {"name": "hanzo-stream-consumer-stalled", "rules": [stalled_alert(g) for g in registry.groups]},
-        {"name": "hanzo-stream-dead-letters", "rules": [dead_letter_alert(registry)]},
+        {"name": "hanzo-stream-dead-letters",
+         "rules": [dead_letter_alert(registry), dead_letter_recording(),
+                   *dead_letter_class_alerts(registry)]},
     ]
 
 
@@ -230,13 +287,61 @@ def dead_letter_test(registry: Registry) -> dict:
     }
 
 
+def dead_letter_class_test(registry: Registry) -> dict:
+    """Exact window counts, and the alerts they fire at the registry's thresholds, for a series
+    that appears, one that grows steadily, one whose monitor restarted, and one from a source
+    topic the registry does not know."""
+    topics = {t.name: t.dead_letters for t in registry.topics}
+    default = DeadLetterThresholds()
+    scenarios = [  # (source_topic, stage, error_class, values from minute 0, {eval minute: count})
+        ("audit_log", "job:audit-archive", "schema.required", "_ _ _ _ _ 1+0x25", {10: 1, 13: 1, 30: 0}),
+        ("events_plugin_ingestion", "producer:insights-capture", "json.malformed", "0+1x20 20+0x10",
+         {10: 10, 13: 10, 30: 0}),
+        ("llm_usage", "job:billing-agg", "event.late", "40+0x10 0 2+0x19", {10: 0, 13: 2, 30: 0}),
+        ("no_such_topic", "producer:other-service", "schema.value", "_ _ 3+0x28", {10: 3, 13: 0, 30: 0}),
+    ]
+    scenarios = [sc for sc in scenarios if sc[0] in topics or sc[0] == "no_such_topic"]
+    series, expr_tests, alert_tests = [], [], []
+    for topic, stage, cls, values, _ in scenarios:
+        series.append({"series": f'{DEAD_LETTER_COUNTER}{{job="dead-letter-monitor", instance="m:9309", '
+                                 f'source_topic="{topic}", stage="{stage}", error_class="{cls}"}}',
+                       "values": values})
+    for minute in (10, 13, 30):
+        at = [(topic, stage, cls, counts[minute]) for topic, stage, cls, _, counts in scenarios
+              if minute in counts]
+        expr_tests.append({"expr": DEAD_LETTER_RECORD, "eval_time": f"{minute}m", "exp_samples": [
+            {"labels": f'{DEAD_LETTER_RECORD}{{source_topic="{topic}", stage="{stage}", '
+                       f'error_class="{cls}"}}', "value": v} for topic, stage, cls, v in at]})
+        for severity in ("warning", "critical"):
+            fired = []
+            for topic, stage, cls, value in at:
+                limits = topics.get(topic, default)
+                threshold = limits.warning if severity == "warning" else limits.critical
+                if value < threshold or value == 0:
+                    continue
+                rule = next(r for r in dead_letter_class_alerts(registry)
+                            if r["labels"]["severity"] == severity
+                            and r["labels"].get("source_topic") == (topic if topic in topics else None))
+                labels = {"source_topic": topic, "stage": stage, "error_class": cls}
+                fired.append({"exp_labels": {**rule["labels"], **labels}, "exp_annotations": {
+                    k: v.replace("{{ $value | humanize }}", _humanize(value))
+                        .replace("{{ $labels.source_topic }}", topic).replace("{{ $labels.stage }}", stage)
+                        .replace("{{ $labels.error_class }}", cls)
+                    for k, v in rule["annotations"].items()}})
+            alert_tests.append({"eval_time": f"{minute}m", "alertname": f"DeadLetters{severity.capitalize()}",
+                                "exp_alerts": fired})
+    return {"name": "dead letters by source topic, stage and class", "interval": "1m",
+            "input_series": series, "promql_expr_test": expr_tests, "alert_rule_test": alert_tests}
+
+
 def render_tests(registry: Registry, rule_files: list[str] | None = None) -> str:
     """The promtool test file for the generated rules (paths relative to the test file)."""
     doc = {
         "rule_files": rule_files or ["../rules/recording.yaml", "../rules/registry-alerts.yaml"],
         "evaluation_interval": "1m",
         "tests": [lag_test(g) for g in registry.groups]
-                 + [t for g in registry.groups for t in stalled_tests(g)] + [dead_letter_test(registry)],
+                 + [t for g in registry.groups for t in stalled_tests(g)] + [dead_letter_test(registry),
+                                                                             dead_letter_class_test(registry)],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
 

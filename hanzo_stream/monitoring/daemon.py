@@ -72,15 +72,26 @@ class Daemon:
             return False
         return self.marker in cmdline.decode(errors="replace")
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        """Start argv detached (own session, output to the log file). argv must contain the marker."""
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              stdin: bytes | None = None) -> None:
+        """Start argv detached (own session, output to the log file). argv must contain the marker.
+
+        stdin: bytes written to the process' standard input, then closed: how a secret reaches
+        a server that reads its configuration from a file (`--properties /dev/stdin`) without
+        the secret ever being written to disk or shown in `ps`.
+        """
         if not any(self.marker in a for a in argv):
             raise ValueError(f"{self.name}: the command line must name {self.marker}")
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as out:
             proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=dict(env) if env else None,
-                                    start_new_session=True)
+                                    stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                                    env=dict(env) if env else None, start_new_session=True)
+        if stdin is not None:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(stdin)
+            proc.stdin.close()
         self.pid, self._proc = proc.pid, proc
         self.save()
 
@@ -127,3 +138,22 @@ class Daemon:
     def status(self) -> dict:
         return {"running": self.alive(), "pid": self.pid if self.alive() else None,
                 "url": self.url, "log": str(self.log_file)}
+
+
+@dataclass(frozen=True)
+class Managed:
+    """stop/status/url of one named daemon under a home directory: what each local component
+    module offers its callers (`object_store.stop(home)`), written once."""
+
+    name: str
+
+    def stop(self, home: Path) -> bool:
+        """Stop it if it runs; True if it did."""
+        return Daemon.load(home, self.name).stop()
+
+    def status(self, home: Path) -> dict:
+        return Daemon.load(home, self.name).status()
+
+    def url(self, home: Path) -> str | None:
+        d = Daemon.load(home, self.name)
+        return d.url if d.alive() else None

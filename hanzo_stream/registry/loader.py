@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .model import ExtraGrant, Group, LagThresholds, Principal, Registry, Topic
+from .model import DeadLetterThresholds, ExtraGrant, Group, LagThresholds, Principal, Registry, Topic
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -173,6 +173,7 @@ def _build(data: dict, file: str) -> Registry:
             replication_factor=t.get("replication_factor"),
             config={k: _config_str(v) for k, v in t.get("config", {}).items()},
             exceptions=dict(t.get("exceptions", {})),
+            dead_letters=DeadLetterThresholds(**t.get("dead_letters", {})),
         )
         for t in data["topics"]
     )

@@ -12,6 +12,10 @@ WILDCARD = "*"
 
 DEFAULT_LAG_WARNING = 100_000
 DEFAULT_LAG_CRITICAL = 1_000_000
+# Dead letters of one (source topic, stage, error class) within the alert window
+# (hanzo_stream/monitoring/alerts.py DEAD_LETTER_WINDOW): any one warns, a flood pages.
+DEFAULT_DEAD_LETTERS_WARNING = 1
+DEFAULT_DEAD_LETTERS_CRITICAL = 100
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,19 @@ class Topic:
     replication_factor: int | None = None  # None: the registry's replication profile, if any
     config: dict[str, str] = field(default_factory=dict)  # extra managed topic configs
     exceptions: dict[str, str] = field(default_factory=dict)
+    dead_letters: DeadLetterThresholds = field(default_factory=lambda: DeadLetterThresholds())
 
     def managed_configs(self) -> dict[str, str]:
         """The topic configs the reconciler owns; every other key is left alone."""
         return {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms), **self.config}
+
+
+@dataclass(frozen=True)
+class DeadLetterThresholds:
+    """Alert when this many of a topic's events were dead-lettered with one stage and class."""
+
+    warning: int = DEFAULT_DEAD_LETTERS_WARNING
+    critical: int = DEFAULT_DEAD_LETTERS_CRITICAL
 
 
 @dataclass(frozen=True)

@@ -165,9 +165,17 @@ def lag_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
                    "lower warning or raise critical")
 
 
+def dead_letter_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, t in enumerate(reg.topics):
+        if t.dead_letters.warning > t.dead_letters.critical:
+            yield (("topics", i, "dead_letters"),
+                   f"warning ({t.dead_letters.warning}) must not be above critical "
+                   f"({t.dead_letters.critical})", "lower warning or raise critical")
+
+
 RULES: tuple[Callable[[Registry, dict], Iterator[Finding]], ...] = (
     topic_names, group_names, duplicates, partitions, keys, configs, references,
-    least_privilege, lag_thresholds,
+    least_privilege, lag_thresholds, dead_letter_thresholds,
 )
 
 

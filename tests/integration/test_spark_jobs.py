@@ -10,6 +10,7 @@ Jobs run as subprocesses, as `hanzo-stream jobs run NAME --once`, one Spark at a
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -17,24 +18,27 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 
 from hanzo_stream import dead_letter as dl
-from hanzo_stream.jobs import process
-from hanzo_stream.jobs.archive import committed_files, read_committed
+from hanzo_stream.jobs import process, s3
+from hanzo_stream.jobs.archive import committed_files, listed_files, read_committed
 from hanzo_stream.jobs.billing_ids import billing_id, event_id, settlement_id
 from hanzo_stream.reconcile.secrets import env_name
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_TIMEOUT = 300
+JOB_TIMEOUT = 600  # a --once run on a loaded 2-core CI machine; bounded
 
 
 # ---------------------------------------------------------------- helpers
@@ -156,8 +160,12 @@ def offsets_of(cluster, group: str, topic: str) -> tuple[dict[int, int], dict[in
     return {tp.partition: tp.offset for tp in res.topic_partitions}, ends
 
 
-def job_env(cluster, principal: str, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HANZO_STREAM_")}
+def job_env(cluster, principal: str, home: Path, store: s3.S3Access | None = None) -> dict[str, str]:
+    """The job's environment as a pod gets it: the cluster, its own password, and for a job on
+    S3 the store's endpoint and keys (AWS_*)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HANZO_STREAM_", "AWS_"))}
+    if store is not None:
+        env |= {s3.ENDPOINT_ENV: str(store.endpoint), **store.environ()}
     env.update({
         "HANZO_STREAM_BOOTSTRAP": cluster.bootstrap, "HANZO_STREAM_SECURITY_PROTOCOL": "SASL_SSL",
         "HANZO_STREAM_SASL_MECHANISM": "SCRAM-SHA-512", "HANZO_STREAM_CA_FILE": cluster.ca_file,
@@ -168,18 +176,21 @@ def job_env(cluster, principal: str, home: Path) -> dict[str, str]:
     return env
 
 
-def run_once(cluster, name: str, principal: str, home: Path, consumers: Path = ROOT / "consumers"):
+def run_once(cluster, name: str, principal: str, home: Path, consumers: Path = ROOT / "consumers",
+             store: s3.S3Access | None = None):
     """`hanzo-stream jobs run NAME --once` as a subprocess; returns its output."""
     proc = subprocess.run(
         [sys.executable, "-m", "hanzo_stream.jobs.cli", "run", name, "--once",
          "--registry", str(ROOT / "topics.yaml"), "--consumers", str(consumers)],
-        env=job_env(cluster, principal, home), cwd=ROOT, capture_output=True, text=True,
+        env=job_env(cluster, principal, home, store), cwd=ROOT, capture_output=True, text=True,
         timeout=JOB_TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     warnings = [line for line in (proc.stdout + proc.stderr).splitlines()
                 if "hanzo_stream.jobs" in line and ("WARNING" in line or "ERROR" in line)
                 and "started as" not in line]
     assert not warnings, warnings  # e.g. a failed offset commit or a late-count mismatch
+    if store is not None:
+        assert store.secret_key not in proc.stdout + proc.stderr  # keys never reach a log
     return proc.stdout + proc.stderr
 
 
@@ -209,6 +220,20 @@ def fast_specs(tmp: Path, name: str, **overrides) -> Path:
     d.mkdir(exist_ok=True)
     (d / f"{name}.yaml").write_text(yaml.safe_dump(doc))
     return d
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Iterator[s3.S3Access]:
+    """A real S3-compatible server (s3proxy, as `local up` runs it) with the jobs' buckets."""
+    from hanzo_stream.local import credentials, object_store
+
+    home = tmp_path_factory.mktemp("object-store")
+    creds = credentials.load_or_create(home / "credentials.json", [])
+    try:
+        object_store.start(home / object_store.NAME, creds, ["hanzo-audit", "hanzo-stream"])
+        yield object_store.access(home / object_store.NAME, creds)
+    finally:
+        object_store.stop(home / object_store.NAME)
 
 
 @pytest.fixture(scope="module")
@@ -528,19 +553,26 @@ def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cl
 
 # ---------------------------------------------------------------- audit-archive
 
-def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_path, registry):
-    run = uuid.uuid4().hex[:8]
+def audit_events(registry, run: str, count: int, t0: datetime, step: timedelta) -> list[dict]:
+    """`count` audit events of every type the registry routes to audit_log, two orgs."""
     types = registry.topic("audit_log").event_types
-    t0 = datetime(2033, 5, 6, 23, 59, 58, tzinfo=UTC)
     events = []
-    for i in range(40):
+    for i in range(count):
         data = {"user_id": f"user-{i}", "email": f"user{i}@hanzo.ai", "method": "oauth2",
                 "provider": "github", "ip": "203.0.113.42", "application": "app-hanzo",
                 "reason": "bad_password", "target": "role:admin"}
         if i % 5 == 0:
             data["user_agent"] = "Mozilla/5.0..."
-        events.append(envelope(types[i % len(types)], iso(t0 + timedelta(milliseconds=100 * i)),
-                               data, org_id=f"{run}-org{i % 2}", team_id=f"{run}-team"))
+        events.append(envelope(types[i % len(types)], iso(t0 + step * i), data,
+                               org_id=f"{run}-org{i % 2}", team_id=f"{run}-team"))
+    return events
+
+
+def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_path, registry, store):
+    """The spec as it ships: Parquet and checkpoints through s3a on a real S3 server."""
+    run = uuid.uuid4().hex[:8]
+    events = audit_events(registry, run, 40, datetime(2033, 5, 6, 23, 59, 58, tzinfo=UTC),
+                          timedelta(milliseconds=100))
     events.append(standard("iam.auth.login_success") | {"org_id": f"{run}-org0", "id": f"evt_{run}"})
     bad = [
         ("k", {**events[0], "id": uuid7(), "data": {**events[0]["data"], "email": "nobody"}},
@@ -555,10 +587,10 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
         assert client_says("audit_log", value) == cls, (value, cls)
     where = produce(cluster, "iam-service", "audit_log",
                     [(e["org_id"], e) for e in events] + [(k, v) for k, v, _ in bad])
-    run_once(cluster, "audit-archive", "audit-archiver", tmp_path)
+    run_once(cluster, "audit-archive", "audit-archiver", tmp_path, store=store)
 
-    path = tmp_path / "jobs" / "audit-archive" / "archive"
-    table = read_committed(str(path)).to_pylist()
+    path = "s3a://hanzo-audit/audit_log"
+    table = read_committed(path, store).to_pylist()
     mine = [r for r in table if r["org_id"].startswith(run)]
     assert len(mine) == len(events)
     by_id = {e["id"]: e for e in events}
@@ -572,15 +604,69 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
         assert iso(r["timestamp"]) == e["timestamp"]
         assert r["date"] == e["timestamp"][:10]  # partitioned by the event's UTC date
     assert {r["date"] for r in mine} == {"2033-05-06", "2033-05-07", "2025-01-15"}
-    # A clean run leaves no uncommitted files: the directory and the sink log agree.
-    listed = {str(p) for p in path.rglob("*.parquet")}
-    assert listed == set(committed_files(str(path)))
+    # A clean run leaves no uncommitted objects: the bucket listing and the sink log agree.
+    assert set(listed_files(path, store)) == set(committed_files(path, store))
+    assert s3.list_keys(store.client(), "hanzo-stream", "checkpoints/audit-archive/archive/commits/")
 
     letters = dead_letters(cluster, "audit-archive", "audit_log", set(where))
     got = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])):
            headers(m)[dl.H_ERROR_CLASS].decode() for m in letters}
     assert len(letters) == len(bad)
     assert got == {pos: cls for pos, (_, _, cls) in zip(where[len(events):], bad, strict=True)}
+    assert_caught_up(cluster, "audit-archive", "audit_log")
+
+
+@pytest.mark.timeout(2 * JOB_TIMEOUT)  # two Spark runs, each bounded by JOB_TIMEOUT
+def test_audit_archive_survives_a_crash_exactly_once_on_s3(cluster, tmp_path, registry, store):
+    """SIGKILL audit-archive mid-run (archive and checkpoint on S3), restart: every event is in
+    the committed archive exactly once. Objects of the killed batch may stay in the bucket,
+    named by no sink-log entry: a listing reader would count them, the log reader does not."""
+    run = uuid.uuid4().hex[:8]
+    events = audit_events(registry, run, 1200, datetime(2034, 3, 4, 23, tzinfo=UTC),
+                          timedelta(seconds=5))  # 23:00 -> 00:40: two dates
+    produce(cluster, "iam-service", "audit_log", [(e["org_id"], e) for e in events])
+    spec = yaml.safe_load((ROOT / "consumers" / "audit-archive.yaml").read_text())
+    archive = {**spec["sinks"]["archive"], "path": f"s3a://hanzo-audit/crash-{run}"}
+    consumers = fast_specs(tmp_path, "audit-archive", max_offsets_per_trigger=150, trigger="0s",
+                           checkpoint=f"s3a://hanzo-stream/checkpoints/crash-{run}",
+                           sinks={**spec["sinks"], "archive": archive})
+    env = job_env(cluster, "audit-archiver", tmp_path, store)
+    process.start("audit-archive", tmp_path, env, registry=ROOT / "topics.yaml",
+                  consumers=consumers, cwd=ROOT)
+    client = store.client()
+    commits = f"checkpoints/crash-{run}/archive/commits/"
+    try:
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:  # a few batches archived, then crash
+            if len([k for k in s3.list_keys(client, "hanzo-stream", commits)
+                    if k.rsplit("/", 1)[-1].isdigit()]) >= 3:
+                break
+            assert process.status("audit-archive", tmp_path)["running"], \
+                Path(process.log_file("audit-archive", tmp_path)).read_text()[-4000:]
+            time.sleep(0.5)
+    finally:
+        assert process.kill("audit-archive", tmp_path)
+    path = archive["path"]
+
+    def mine(rows: list[dict]) -> list[str]:
+        return [r["id"] for r in rows if r["org_id"].startswith(run)]
+
+    before = mine(read_committed(path, store).to_pylist())
+    assert 0 < len(before) < len(events), "killed before its first batch or after the last"
+
+    run_once(cluster, "audit-archive", "audit-archiver", tmp_path, consumers, store)
+
+    ids = mine(read_committed(path, store).to_pylist())
+    assert len(ids) == len(events) and set(ids) == {e["id"] for e in events}  # once, all
+    orphans = set(listed_files(path, store)) - set(committed_files(path, store))
+    listed_rows = sum(pq.read_table(io.BytesIO(client.get_object(  # this run's orgs, every object
+        Bucket="hanzo-audit", Key=s3.split(f)[1])["Body"].read())).num_rows
+        for f in listed_files(path, store) if f"/org_id={run}-" in f)
+    print(f"\naudit-archive crash on S3: {len(before)} of {len(events)} archived before SIGKILL, "
+          f"{len(ids)} committed after the restart ({len(set(ids))} distinct); "
+          f"{len(orphans)} uncommitted object(s) left by the killed batch, a listing reader "
+          f"would see {listed_rows} rows")
+    assert listed_rows >= len(events)
     assert_caught_up(cluster, "audit-archive", "audit_log")
 
 

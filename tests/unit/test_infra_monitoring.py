@@ -105,7 +105,7 @@ def test_lag_exporter_connects_over_sasl_ssl_without_a_password_in_its_args():
     assert "--sasl.password=$(KAFKA_PASSWORD)" in args
     assert "--kafka.server=kafka.hanzo.svc.cluster.local:9093" in args
     assert env_map(c)["KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
-    (sm,) = of_kind(out, "ServiceMonitor")
+    sm = obj(out, "ServiceMonitor", "kafka-exporter")
     assert sm["spec"]["selector"]["matchLabels"] == obj(out, "Service", "kafka-exporter")[
         "spec"]["selector"]
 
@@ -180,3 +180,102 @@ def test_consumer_jobs_follow_the_specs(tmp_path):
     assert [(j.name, j.principal, j.replicas) for j in jobs] == [("llm-metrics", "llm-metrics", 2)]
     from infra import spark
     assert [j.name for j in spark.discover(tmp_path, REGISTRY)] == ["billing-agg"]
+
+
+# ---------------------------------------------------------------- dead letters -> PagerDuty
+
+ROUTING_KEY = "0123456789abcdef0123456789abcdef"
+PAGING_SECRETS = (("pagerdutyRoutingKey", ROUTING_KEY), ("s3AccessKey", "AKIAEXAMPLE0001"),
+                  ("s3SecretKey", "s3-secret-for-the-render"))
+
+
+def paging() -> dict:
+    return render("prod", (("s3Endpoint", "http://minio.hanzo:9000"),), PAGING_SECRETS)
+
+
+def test_alertmanager_config_and_routing_key_come_from_a_secret():
+    import shutil
+    import subprocess
+
+    from .infra_helpers import manifests, resource, secret_data
+
+    out = paging()
+    secret = resource(out, "Secret", monitoring.ALERTMANAGER_SECRET)
+    assert secret["secret_paths"] == ["stringData"]  # a Pulumi secret, encrypted in the state
+    data = secret_data(out, monitoring.ALERTMANAGER_SECRET)
+    assert data[monitoring.ROUTING_KEY] == ROUTING_KEY
+    config = yaml.safe_load(data["alertmanager.yml"])
+    (pd,) = config["receivers"][0]["pagerduty_configs"]
+    assert pd["routing_key_file"] == f"{monitoring.ALERTMANAGER_CONFIG_MOUNT}/{monitoring.ROUTING_KEY}"
+    assert pd["url"] == "https://events.pagerduty.com/v2/enqueue" and "routing_key" not in pd
+    assert ROUTING_KEY not in data["alertmanager.yml"]
+    others = [m for m in manifests(out) if m["metadata"]["name"] != monitoring.ALERTMANAGER_SECRET]
+    assert not [m["metadata"]["name"] for m in others if ROUTING_KEY in json.dumps(m)]
+    pod = obj(out, "Deployment", "alertmanager")["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == "quay.io/prometheus/alertmanager:v0.25.0"
+    assert f"--config.file={monitoring.ALERTMANAGER_CONFIG_MOUNT}/alertmanager.yml" in c["args"]
+    vol = next(v for v in pod["volumes"] if v["name"] == "config")
+    assert vol["secret"]["secretName"] == monitoring.ALERTMANAGER_SECRET
+    assert c["securityContext"]["readOnlyRootFilesystem"] and pod["securityContext"]["runAsNonRoot"]
+    assert obj(out, "Service", "alertmanager")["spec"]["ports"][0]["port"] == 9093
+    policy = obj(out, "NetworkPolicy", "alertmanager-api")["spec"]
+    assert policy["ingress"][0]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "monitoring"]
+    assert out["outputs"]["alertmanagerUrl"]["value"] == "http://alertmanager.hanzo.svc:9093"
+    amtool = shutil.which("amtool")
+    if amtool:  # Debian's prometheus-alertmanager (.ci/install-monitoring.sh) ships it
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+            f.write(data["alertmanager.yml"])
+            f.flush()
+            res = subprocess.run([amtool, "check-config", f.name], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_without_a_routing_key_no_alertmanager_is_deployed():
+    out = render("prod")
+    assert not [m for m in of_kind(out, "Deployment") if m["metadata"]["name"] == "alertmanager"]
+    assert out["outputs"]["alertmanagerUrl"]["value"] is None
+
+
+def test_dead_letter_monitor_runs_as_its_principal_and_is_scraped():
+    out = render("prod")
+    dep = obj(out, "Deployment", "dead-letter-monitor")
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"][-1] == "hanzo_stream.monitoring.dead_letter_monitor"
+    env = env_map(c)
+    ref = env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "kafka-user-dead-letter-monitor", "key": "password"}
+    cm = next(v for v in pod["volumes"] if v["name"] == "registry")["configMap"]["name"]
+    assert cm.startswith("hanzo-stream-registry-")  # the reconciler's: one registry, one ConfigMap
+    assert obj(out, "ConfigMap", cm)["data"]["topics.yaml"] == (ROOT / "topics.yaml").read_text()
+    assert dep["spec"]["replicas"] == REGISTRY.group("dead-letter-monitor").consumers
+    sm = obj(out, "ServiceMonitor", "dead-letter-monitor")
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    assert obj(out, "NetworkPolicy", "dead-letter-monitor-metrics")["spec"]["ingress"][0]["ports"] == [
+        {"protocol": "TCP", "port": 9309}]
+    (rule,) = of_kind(out, "PrometheusRule")
+    names = {r["alert"] for r in alert_rules(rule)}
+    assert {"DeadLettersWarning", "DeadLettersCritical", "DeadLettersArriving"} <= names
+
+
+def test_jobs_on_s3_read_endpoint_and_keys_from_the_s3_secret():
+    from .infra_helpers import resource, secret_data
+
+    out = paging()
+    assert resource(out, "Secret", "hanzo-stream-s3")["secret_paths"] == ["stringData"]
+    assert secret_data(out, "hanzo-stream-s3")["endpoint"] == "http://minio.hanzo:9000"
+    app = obj(out, "SparkApplication", "audit-archive")
+    for part in ("driver", "executor"):
+        env = env_map(app["spec"][part])
+        for var, key in (("HANZO_STREAM_S3_ENDPOINT", "endpoint"), ("AWS_ACCESS_KEY_ID", "access-key"),
+                         ("AWS_SECRET_ACCESS_KEY", "secret-key")):
+            assert "value" not in env[var]
+            assert env[var]["valueFrom"]["secretKeyRef"]["name"] == "hanzo-stream-s3"
+            assert env[var]["valueFrom"]["secretKeyRef"]["key"] == key
+    text = json.dumps(app)
+    assert "minio.hanzo" not in text and "s3-secret-for-the-render" not in text
+    assert not any(k.startswith("spark.hadoop.fs.s3a") for k in app["spec"]["sparkConf"])

@@ -13,18 +13,22 @@ from .infra_helpers import manifests, render
 
 KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported upstream when pinned
 
+PAGING = (("pagerdutyRoutingKey", "0123456789abcdef0123456789abcdef"), ("s3AccessKey", "AKIAEXAMPLE0001"),
+          ("s3SecretKey", "s3-secret-for-the-render"))
 VARIANTS = {
-    "dev": ("dev", ()),
-    "prod": ("prod", ()),
-    "prod-apache": ("prod", (("imageFlavor", "apache"),)),
-    "prod-cert-manager": ("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "ca"))),
+    "dev": ("dev", (), ()),
+    "prod": ("prod", (), ()),
+    "prod-apache": ("prod", (("imageFlavor", "apache"),), ()),
+    "prod-cert-manager": ("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "ca")), ()),
+    # Alertmanager with its Secret, the S3 Secret with the endpoint the jobs read from it.
+    "prod-paging": ("prod", (("s3Endpoint", "http://minio.hanzo:9000"),), PAGING),
 }
 
 
 @pytest.fixture(params=list(VARIANTS), scope="module")
 def rendered(request):
-    stack, sets = VARIANTS[request.param]
-    return render(stack, sets)
+    stack, sets, secrets = VARIANTS[request.param]
+    return render(stack, sets, secrets)
 
 
 def test_every_manifest_is_valid(rendered):

@@ -47,7 +47,8 @@ def test_every_consumer_spec_loads_against_the_registry(registry, tmp_path):
         g = registry.group(name)
         assert (s.principal, s.topics) == (g.principal, g.topics)  # facts from the registry
         assert s.job.exists() and s.job.parent.name == ("spark" if s.runtime == "spark" else "jobs")
-        assert s.checkpoint.startswith(str(tmp_path.resolve()))
+        # Relative checkpoints live in the state directory; audit-archive's is on S3, like its archive.
+        assert s.checkpoint.startswith(("s3a://", str(tmp_path.resolve())))
         assert s.checkpoint_for("q") == f"{s.checkpoint}/q"
         assert "dead_letter" in {k.type for k in s.sinks.values()}
     billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
@@ -197,13 +198,13 @@ def test_session_conf_uses_cached_jars_and_modest_local_defaults(registry, tmp_p
     jar = tmp_path / "spark-sql-kafka.jar"
     monkeypatch.setattr(spark, "connector_jars", lambda: [jar])
     monkeypatch.setattr(spark, "s3a_jars", lambda: pytest.fail("no s3a jars for a local path"))
-    conf = spark.session_conf(load_spec("audit-archive", registry, CONSUMERS, tmp_path), env={})
+    conf = spark.session_conf(load_spec("billing-agg", registry, CONSUMERS, tmp_path), env={})
     assert conf["spark.jars"] == str(jar) and "spark.jars.packages" not in conf
     assert conf["spark.master"] == "local[2]" and conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert not any(k.startswith("spark.hadoop.fs.s3a") for k in conf)
-    assert spark.session_conf(load_spec("audit-archive", registry, CONSUMERS, tmp_path),
+    assert spark.session_conf(load_spec("billing-agg", registry, CONSUMERS, tmp_path),
                               env={"HANZO_STREAM_SPARK_MASTER": "local[1]"})["spark.master"] == "local[1]"
 
 
@@ -217,9 +218,37 @@ def test_s3a_archive_gets_endpoint_and_aws_jars(registry, tmp_path, monkeypatch)
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
-    env = {"HANZO_STREAM_S3_ENDPOINT": "https://storage.hanzo.ai"}
-    assert spark.session_conf(load_spec("audit-archive", registry, d, tmp_path), env=env)[
-        "spark.hadoop.fs.s3a.endpoint"] == "https://storage.hanzo.ai"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    env = {"HANZO_STREAM_S3_ENDPOINT": "https://storage.hanzo.ai", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+           "AWS_ACCESS_KEY_ID": "AKIA"}
+    conf = spark.session_conf(load_spec("audit-archive", registry, d, tmp_path), env=env)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "https://storage.hanzo.ai"
+    assert "s3cr3t" not in json.dumps(conf)  # keys reach the JVM's environment, never its conf
+
+
+def test_the_default_audit_archive_writes_parquet_and_checkpoints_through_s3a(registry, tmp_path):
+    spec = load_spec("audit-archive", registry, CONSUMERS, tmp_path)
+    assert archive.archive_path(spec, {}) == "s3a://hanzo-audit/audit_log"
+    assert spec.checkpoint_for("archive") == "s3a://hanzo-stream/checkpoints/audit-archive/archive"
+    assert spark.uses_s3a(spec)
+
+
+def test_s3_keys_come_from_the_environment_else_the_local_credentials(registry, tmp_path):
+    from hanzo_stream.jobs import s3
+    from hanzo_stream.local import credentials
+
+    spec = load_spec("audit-archive", registry, CONSUMERS, tmp_path)
+    creds = credentials.load_or_create(tmp_path / "credentials.json", [])
+    local = s3.of_spec(spec, {})
+    assert (local.access_key, local.secret_key) == (creds.service(credentials.S3_ACCESS_KEY),
+                                                    creds.service(credentials.S3_SECRET_KEY))
+    assert local.environ() == {"AWS_ACCESS_KEY_ID": local.access_key,
+                               "AWS_SECRET_ACCESS_KEY": local.secret_key}
+    assert local.secret_key not in repr(local)
+    pod = s3.of_spec(spec, {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK",
+                            "HANZO_STREAM_S3_ENDPOINT": "http://minio.hanzo:9000"})
+    assert (pod.endpoint, pod.access_key, pod.secret_key) == ("http://minio.hanzo:9000", "AK", "SK")
+    assert (tmp_path / "credentials.json").stat().st_mode & 0o077 == 0
 
 
 def test_under_spark_submit_master_and_jars_are_left_alone(registry, tmp_path, monkeypatch):
@@ -667,3 +696,67 @@ def test_job_report_merges_numbers_for_local_status(tmp_path, registry):
     got = json.loads((spec.state_dir / REPORT_FILE).read_text())
     assert got["clickhouse_rows"] == 25 and got["batches"] == 2 and got["at"] > 0
     assert [f.name for f in spec.state_dir.iterdir()] == [REPORT_FILE]  # no temp file left
+
+
+def test_shutdown_waits_for_a_listener_commit_in_flight_and_commits_the_final_offsets(caplog):
+    """The CI failure of issue 11: a --once run logged "could not commit offsets for group
+    audit-archive: Consumer closed". The listener's commit of an earlier batch was still
+    waiting out the coordinator (_commit_retrying) when the run's final commit finished and
+    shutdown closed the consumer under it. Shutdown must wait for that commit, commit the
+    final offsets after it (never before: the group would go backwards) and close only then."""
+    import threading
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    class ClosableConsumer(FakeConsumer):
+        """Like confluent-kafka's: a commit after close() raises RuntimeError('Consumer closed').
+        The first commit meets a coordinator that is not ready yet (retried after 0.5 s)."""
+
+        def __init__(self):
+            super().__init__()
+            self.closed = False
+            self.first_refused = threading.Event()
+
+        def commit(self, offsets, asynchronous):
+            if self.closed:
+                raise RuntimeError("Consumer closed")
+            if not self.first_refused.is_set():
+                self.first_refused.set()
+                raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "coordinator not ready"))
+            super().commit(offsets, asynchronous)
+
+        def close(self):
+            self.closed = True
+
+    consumer = ClosableConsumer()
+    c = offsets.OffsetCommitter("audit-archive", None, {"archive"}, consumer=consumer)
+    batch = {"sources": [{"endOffset": {"audit_log": {"0": 5}}}]}
+    listener = threading.Thread(target=c.record_and_commit, args=("archive", batch))
+    listener.start()  # the listener thread, with the progress of an earlier batch
+    assert consumer.first_refused.wait(10)  # its commit is in flight, waiting for the coordinator
+    c.record("archive", {("audit_log", 0): 9})  # the run's final progress
+    with caplog.at_level("INFO", logger="hanzo_stream.jobs"):
+        assert c.finish(timeout=30) is True
+        listener.join(10)
+    assert not listener.is_alive()
+    problems = [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    assert problems == []
+    assert consumer.commits == [{("audit_log", 0): 5}, {("audit_log", 0): 9}]  # never backwards
+    assert consumer.closed
+
+
+def test_a_final_commit_that_fails_is_reported_with_the_offsets_it_left(caplog):
+    from confluent_kafka import KafkaError, KafkaException
+
+    class Denied(FakeConsumer):
+        def commit(self, offsets, asynchronous):
+            raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+
+    c = offsets.OffsetCommitter("audit-archive", None, {"archive"}, consumer=Denied())
+    c.record("archive", {("audit_log", 0): 9, ("audit_log", 1): 4})
+    with caplog.at_level("INFO", logger="hanzo_stream.jobs"):
+        assert c.finish(timeout=30) is False
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "final offsets of group audit-archive were NOT committed" in error
+    assert "GROUP_AUTHORIZATION_FAILED" in error and "audit_log[0]=9, audit_log[1]=4" in error
+    assert c.close() is False  # closing again changes nothing and still says so

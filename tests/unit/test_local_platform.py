@@ -61,8 +61,8 @@ def test_demo_weights_cover_every_producing_service(registry):
 def test_components_start_in_dependency_order_with_one_per_job(registry):
     names = [c.name for c in platform.components(registry)]
     jobs = sorted(p.stem for p in (ROOT / "consumers").glob("*.yaml"))
-    assert names == ["kafka", "reconcile", "schema-registry", "schemas", "kafka-exporter", "prometheus",
-                     *jobs, "demo"]
+    assert names == ["kafka", "reconcile", "schema-registry", "schemas", "object-store", "kafka-exporter",
+                     "dead-letter-monitor", "pager", "alertmanager", "prometheus", *jobs, "demo"]
 
 
 def _ctx(registry, tmp_path: Path) -> platform.Context:
@@ -71,10 +71,10 @@ def _ctx(registry, tmp_path: Path) -> platform.Context:
 
 def test_working_needs_growth_since_the_watch_began(registry, tmp_path):
     ctx = _ctx(registry, tmp_path)
-    before = {"lag": {}, "clickhouse_rows": 100, "audit_files": 3, "dead_letters": 5, "billing_events": 0,
+    before = {"lag": {}, "clickhouse_rows": 100, "audit_objects": 3, "dead_letters": 5, "billing_events": 0,
               "llm_requests": 7}
     now = {"lag": {"analytics-ingest": 0, "billing-agg": 4, "llm-metrics": 0, "rpc-billing": 1},
-           "clickhouse_rows": 100, "audit_files": 4, "dead_letters": 9, "billing_events": 0,
+           "clickhouse_rows": 100, "audit_objects": 4, "dead_letters": 9, "billing_events": 0,
            "llm_requests": 7, "settlements": 3}
     assert platform.working(ctx, now, before) == [
         "lag of audit-archive", "new rows in ClickHouse", "new LLM metrics", "billing windows"]

@@ -15,6 +15,7 @@ from hanzo_stream.monitoring import MONITORING_DIR, RULES_DIR, alerts, rule_file
 from hanzo_stream.monitoring.__main__ import generated
 from hanzo_stream.monitoring.__main__ import main as generate_main
 from hanzo_stream.registry import LagThresholds, Registry
+from hanzo_stream.registry.model import DeadLetterThresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +61,7 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
                 "KafkaUnderMinIsrPartitions", "KafkaOfflineLogDirectory", "KafkaDiskSpaceLow",
                 "KafkaDiskSpaceCritical", "KafkaMetricsTargetDown", "KafkaLagExporterMissing",
                 "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "DeadLettersArriving",
-                "LlmLatencyP95High", "LlmCostSpike"}
+                "LlmLatencyP95High", "LlmCostSpike", "DeadLettersWarning", "DeadLettersCritical"}
     assert set(all_alerts()) == required
     assert fired == required, f"never shown firing: {required - fired}"
     assert quiet == required, f"never shown quiet: {required - quiet}"
@@ -163,6 +164,48 @@ def test_promtool_catches_rules_that_ignore_the_registry(tmp_path: Path, registr
     res = promtool("test", "rules", test_file)
     assert res.returncode != 0
     assert "ConsumerLagWarning" in res.stdout + res.stderr
+
+
+def test_dead_letters_alert_per_topic_with_its_registry_thresholds(registry: Registry) -> None:
+    rules = alerts.dead_letter_class_alerts(registry)
+    audit = {r["labels"]["severity"]: r for r in rules if r["labels"].get("source_topic") == "audit_log"}
+    assert audit["critical"]["expr"] == 'hanzo_stream:dead_letters:increase10m{source_topic="audit_log"} >= 1'
+    assert registry.topic("audit_log").dead_letters == DeadLetterThresholds(warning=1, critical=1)
+    summary = audit["critical"]["annotations"]["summary"]
+    assert all(f"$labels.{label}" in summary for label in ("source_topic", "stage", "error_class"))
+    catch_all = [r for r in rules if "source_topic" not in r["labels"]]
+    assert [r["labels"]["severity"] for r in catch_all] == ["warning", "critical"]
+    assert all("source_topic!~" in r["expr"] and "|audit_log|" in r["expr"] for r in catch_all)
+    assert len(rules) == 2 * (len(registry.topics) + 1)
+
+
+def test_dead_letter_thresholds_changed_in_the_registry_change_the_alerts(tmp_path: Path,
+                                                                           registry: Registry) -> None:
+    custom = dataclasses.replace(registry, topics=tuple(
+        dataclasses.replace(t, dead_letters=DeadLetterThresholds(warning=2, critical=11))
+        for t in registry.topics))
+    res = promtool("test", "rules", _write_rules(tmp_path, custom))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert '{source_topic="audit_log"} >= 11\n' in (tmp_path / "rules" / "registry-alerts.yaml").read_text()
+
+
+@pytest.mark.parametrize("mutation", [
+    ('{source_topic="audit_log"} >= 1\n', '{source_topic="audit_log"} >= 2\n'),  # ignores the registry
+    ("(hanzo_stream_dead_letters_total unless hanzo_stream_dead_letters_total offset 10m) or ", ""),
+    ("or (hanzo_stream_dead_letters_total < hanzo_stream_dead_letters_total offset 10m) ", ""),
+])
+def test_promtool_catches_dead_letter_rules_that_miss_a_case(tmp_path: Path, registry: Registry,
+                                                               mutation: tuple[str, str]) -> None:
+    """Each part of the window count matters: a new series' first letters, a monitor restart,
+    and the registry's threshold."""
+    test_file = _write_rules(tmp_path, registry)
+    rules = tmp_path / "rules" / "registry-alerts.yaml"
+    text = rules.read_text()
+    assert mutation[0] in text
+    rules.write_text(text.replace(mutation[0], mutation[1]))
+    res = promtool("test", "rules", test_file)
+    assert res.returncode != 0
+    assert "dead letters by source topic, stage and class" in res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("bad", ["sum(kafka_under_replicated_partitions) > 0", "0"])

@@ -120,6 +120,10 @@ def test_all_problems_reported_at_once(tmp_path):
     (lambda d: topic(d, "llm_usage").update(colour="red"), "llm_usage", "Additional properties"),
     (lambda d: d["topics"].append(dict(topic(d, "llm_usage"))), "name", "declared 2 times"),
     (lambda d: group(d, "billing-agg").update(lag={"warning": 10, "critical": 5}), "lag", "below critical"),
+    (lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 10, "critical": 5}), "dead_letters",
+     "not be above critical"),
+    (lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 0}), "warning", "minimum"),
+    (lambda d: topic(d, "llm_usage").update(dead_letters={"page": 1}), "dead_letters", "Additional"),
 ])
 def test_policy_rule_refuses(tmp_path, edit, field, fragment):
     data = hip()
@@ -140,6 +144,7 @@ def test_policy_rule_refuses(tmp_path, edit, field, fragment):
         {"principal": "llm-metrics", "operations": ["DESCRIBE_CONFIGS"], "topic": "llm_usage"}),
     lambda d: group(d, "billing-agg").update(lag={"warning": 5000, "critical": 50000}),
     lambda d: topic(d, "agent_rpc_metering").update(partitions=4),  # 2 consumers -> max(4, 4)
+    lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 3, "critical": 3}),  # equal: pages
 ])
 def test_policy_rule_accepts(tmp_path, edit):
     data = hip()
