@@ -65,7 +65,7 @@ def usage(model: str, provider: str, i: int, latency: int | None, cost: float, c
             "cost_usd": cost, "cache_hit": cache, "stream": i % 2 == 0}
     if latency is not None:
         data["latency_ms"] = latency
-    ts = datetime(2037, 1, 2, 3, tzinfo=UTC) + timedelta(seconds=i)
+    ts = datetime(2030, 1, 2, 3, tzinfo=UTC) + timedelta(seconds=i)
     return envelope("llm.usage.completed", iso(ts), data, team_id=f"team-{i % 3}", org_id="org-1")
 
 

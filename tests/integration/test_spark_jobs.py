@@ -5,6 +5,12 @@ derives (hip_cluster applies topics.yaml): no extra grant for Spark's generated 
 Every test tags its events with a fresh run id so data left in the shared session broker by
 other tests never counts, and works in its own HANZO_STREAM_HOME (checkpoints, chDB).
 Jobs run as subprocesses, as `hanzo-stream jobs run NAME --once`, one Spark at a time.
+
+Event dates rise through the session, per topic. A fresh checkpoint reads its topic from the
+start, and billing-agg's and rpc-billing's watermark is the newest event time in a batch, so
+a test's events must be newer than every earlier test's on the same topic, or its hours close
+early and its events count as late. llm_usage: 2030 (test_llm_metrics_live.py, which runs
+first) < 2032 < 2038 (crash) < 2039 (poison); agent_rpc_metering: 2036 < 2038 (crash).
 """
 
 from __future__ import annotations
@@ -796,7 +802,7 @@ def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, jo
     """
     principal, topic, producer, make, key, truth, fetch, id_field, windows = CRASH_JOBS[job]
     run = uuid.uuid4().hex[:8]
-    t0 = datetime(2034, 7, 8, 9, 0, tzinfo=UTC)
+    t0 = datetime(2038, 7, 8, 9, 0, tzinfo=UTC)
     events = [make(run, i, t0 + timedelta(seconds=5 * i)) for i in range(2400)]  # 09:00 -> 12:20
     records = []
     for i, e in enumerate(events):
@@ -857,16 +863,16 @@ def poison(size: int) -> bytes:
 
 def _valid_after_poison(job: str, run: str) -> list[dict]:
     if job == "billing-agg":  # 12:30 moves the watermark past 11:00: the 10:00 hour is billed
-        day = datetime(2035, 9, 10, tzinfo=UTC)
+        day = datetime(2039, 9, 10, tzinfo=UTC)
         return [usage(run, "a", "x", day + timedelta(hours=10, minutes=5), 1),
                 usage(run, "a", "x", day + timedelta(hours=12, minutes=30), 2)]
-    return [insights(run, i, datetime(2035, 9, 10, 10, tzinfo=UTC) + timedelta(seconds=i))
+    return [insights(run, i, datetime(2039, 9, 10, 10, tzinfo=UTC) + timedelta(seconds=i))
             for i in range(3)]
 
 
 def _assert_valid_ones_processed(cluster, job: str, run: str, valid: list[dict], home: Path) -> None:
     if job == "billing-agg":
-        want = expected_billing(valid, datetime(2035, 9, 10, 12, 20, tzinfo=UTC),
+        want = expected_billing(valid, datetime(2039, 9, 10, 12, 20, tzinfo=UTC),
                                 "hanzo-stream/billing-agg")
         assert len(want) == 1
         assert {e["data"]["billing_id"]: e for e in billing_events(cluster, run)} == want
