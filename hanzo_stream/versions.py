@@ -1,14 +1,18 @@
 """Every pinned third-party version, in one place.
 
 The Kafka version is used by the local jars, the Pulumi image tags and the docs.
-Production runs the 3.7 line; 3.7.2 is its last patch release.
+Production runs the current 4.x line (4.4.0: the newest release Maven Central serves).
 """
 
-KAFKA_VERSION = "3.7.2"
+KAFKA_VERSION = "4.4.0"
 SCALA_BINARY = "2.13"
+# Kafka 4 logs through slf4j 1.7 -> log4j2; its POMs leave the binding to the distribution,
+# so the local jars add the one Kafka 4.4.0 ships (log4j-slf4j-impl of its log4j-core).
+KAFKA_LOG4J2 = "2.25.5"
 
-# Official images. Bitnami moved its free tags to docker.io/bitnamilegacy in 2025.
-BITNAMI_IMAGE = f"docker.io/bitnamilegacy/kafka:{KAFKA_VERSION}"
+# The official Apache Kafka image is the default. Bitnami publishes no free Kafka 4.4.0
+# image (its free tags froze in docker.io/bitnamilegacy in 2025): the bitnami flavour runs
+# the image a stack names (a Bitnami subscription, or a mirror); docs/images.md.
 APACHE_IMAGE = f"docker.io/apache/kafka:{KAFKA_VERSION}"
 
 JMX_EXPORTER_VERSION = "1.0.1"

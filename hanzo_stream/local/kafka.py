@@ -17,26 +17,46 @@ import socket
 import subprocess
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..broker_config import BrokerSettings, Node, broker_config, jaas_config, to_server_properties
+from ..broker_config import (
+    BrokerSettings,
+    Node,
+    broker_config,
+    jaas_config,
+    quorum_format_args,
+    to_server_properties,
+)
 from ..connection import Connection
+from ..versions import KAFKA_VERSION
 from . import jars
 from .credentials import Credentials
 from .tls import make_tls
 
-LOG4J = """log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File=${kafka.logs.dir}/server.log
-log4j.appender.file.MaxFileSize=20MB
-log4j.appender.file.MaxBackupIndex=3
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.authorizer.logger=INFO
-log4j.logger.org.apache.kafka.controller=INFO
-log4j.logger.state.change.logger=WARN
-log4j.logger.kafka.request.logger=WARN
+# Kafka 4 logs through log4j2 (log4j 1 is gone); the properties syntax needs no extra jar.
+LOG4J2 = """status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.filePattern = ${sys:kafka.logs.dir}/server.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = INFO
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
 """
 
 
@@ -51,6 +71,10 @@ class LocalCluster:
     nodes: list[dict]  # asdict(Node) + pid
     ca_file: str
     jmx_ports: list[int]
+    # The dynamic quorum as formed when the cluster was created: node id (a string, JSON
+    # keys are) -> metadata log directory id. Nodes added later are not in it.
+    initial_voters: dict[str, str] = field(default_factory=dict)
+    kafka_version: str = ""  # the Kafka release that formatted the cluster
 
     @property
     def bootstrap(self) -> str:
@@ -90,8 +114,8 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def random_cluster_id() -> str:
-    """A KRaft cluster id as Kafka's Uuid.randomUuid() makes it.
+def random_uuid() -> str:
+    """A Kafka Uuid (cluster id, directory id) as Kafka's Uuid.randomUuid() makes it.
 
     Like Kafka, never one starting with "-": kafka-storage's argument parser would read it as
     an option (1 in 64 ids did, and failed `format` with "expected one argument").
@@ -100,6 +124,8 @@ def random_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
+
+
 
 
 def _alive(pid: int | None, marker: str) -> bool:
@@ -145,41 +171,50 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
     if cluster and len(cluster.nodes) != brokers:
         raise BrokerFailed(f"{home} holds a {len(cluster.nodes)}-broker cluster; run "
                            "`hanzo-stream local down --purge` first to change the size")
+    if cluster and not cluster.initial_voters:
+        raise BrokerFailed(
+            f"{home} holds a cluster formatted by Kafka {cluster.kafka_version or '3.x'} with a "
+            f"static controller quorum; Kafka {KAFKA_VERSION} runs a dynamic one. Run "
+            "`hanzo-stream local down --purge` and `local up` again (local data is disposable)")
     if cluster is None:
         ports = free_ports(4 * brokers)
         cluster = LocalCluster(
-            home=str(home), cluster_id=random_cluster_id(), ca_file="",
+            home=str(home), cluster_id=random_uuid(), ca_file="",
             nodes=[{"node_id": i + 1, "host": "127.0.0.1", "client_port": ports[4 * i],
                     "internal_port": ports[4 * i + 1], "controller_port": ports[4 * i + 2],
                     "pid": None} for i in range(brokers)],
             jmx_ports=[ports[4 * i + 3] for i in range(brokers)],
+            initial_voters={str(i + 1): random_uuid() for i in range(brokers)},
+            kafka_version=KAFKA_VERSION,
         )
     tls = make_tls(home.parent / "tls")
     cluster.ca_file = str(tls.ca_pem)
     classpath = jars.kafka_classpath()
     spawned: dict[int, subprocess.Popen] = {}
     secret = jaas_config(creds.admin, creds.principals)
+    voters = {int(k): v for k, v in cluster.initial_voters.items()}
     for n in cluster.nodes:
         if _alive(n.get("pid"), _marker(cluster, n)):
             continue
         d = cluster.node_dir(n["node_id"])
         (d / "logs").mkdir(parents=True, exist_ok=True)
         props = d / "server.properties"
-        cfg = broker_config(settings_for(cluster, n["node_id"], tls.ca_pem.parent))
-        props.write_text(to_server_properties(cfg | secret))
+        settings = settings_for(cluster, n["node_id"], tls.ca_pem.parent)
+        props.write_text(to_server_properties(broker_config(settings) | secret))
         props.chmod(0o600)
-        (d / "log4j.properties").write_text(LOG4J)
+        (d / "log4j2.properties").write_text(LOG4J2)
         jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
+               f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
                f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
         if not (d / "data" / "meta.properties").exists():
             fmt = subprocess.run(
                 [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
-                 "-c", str(props), "--add-scram",
+                 "-c", str(props), *quorum_format_args(settings, voters), "--add-scram",
                  f"SCRAM-SHA-512=[name=admin,password={creds.admin}]"],
                 capture_output=True, text=True)
             if fmt.returncode != 0:
-                raise BrokerFailed(f"formatting node {n['node_id']} failed:\n{fmt.stderr[-2000:]}")
+                raise BrokerFailed(f"formatting node {n['node_id']} failed:\n"
+                                   f"{(fmt.stderr or fmt.stdout)[-2000:]}")
         agent = []
         if jmx_agent:
             port = cluster.jmx_ports[n["node_id"] - 1]
