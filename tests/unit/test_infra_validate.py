@@ -16,7 +16,8 @@ KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported upstream when 
 VARIANTS = {
     "dev": ("dev", ()),
     "prod": ("prod", ()),
-    "prod-apache": ("prod", (("imageFlavor", "apache"),)),
+    "prod-bitnami": ("prod", (("imageFlavor", "bitnami"),
+                              ("image", "registry.example.com/bitnami/kafka:4.4.0"))),
     "prod-cert-manager": ("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "ca"))),
 }
 
