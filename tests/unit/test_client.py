@@ -449,6 +449,8 @@ def test_consumer_groups_must_come_from_the_registry(registry):
     g = group_for(registry, "billing-agg", ["llm_usage"])
     cfg = consumer_config(g, Connection("127.0.0.1:9093"))
     assert cfg["group.id"] == "billing-agg" and cfg["enable.auto.offset.store"] is False
+    # KIP-848: the broker assigns; a client-side assignor next to it is refused by librdkafka.
+    assert cfg["group.protocol"] == "consumer" and "partition.assignment.strategy" not in cfg
 
 
 def test_make_consumer_refuses_before_connecting(registry):
