@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,9 @@ def make_producer(conn: Connection | None = None, client_id: str | None = None, 
     from confluent_kafka import Producer
 
     return Producer(producer_config(conn or Connection.from_env(), client_id, **overrides))
+
+
+OnDelivery = Callable[[Any, Any], None]  # (KafkaError | None, confluent_kafka.Message)
 
 
 class DeliveryFailed(RuntimeError):
@@ -155,34 +159,50 @@ class EventProducer:
                 self.counts.errors.append(f"{msg.topic()} [{msg.partition()}]: {err.str()}"
                                           + (f"; the broker said: {why}" if why else ""))
 
+    def _callback(self, on_delivery: OnDelivery | None) -> OnDelivery:
+        if on_delivery is None:
+            return self._on_delivery
+
+        def both(err, msg) -> None:
+            self._on_delivery(err, msg)
+            on_delivery(err, msg)
+        return both
+
     def _produce(self, topic: str, value: bytes | None, key: bytes | None,
-                 headers: list[tuple[str, bytes]] | None = None) -> None:
+                 headers: list[tuple[str, bytes]] | None = None,
+                 on_delivery: OnDelivery | None = None) -> None:
+        callback = self._callback(on_delivery)
         while True:
             try:
-                self.producer.produce(topic, value, key, headers=headers, on_delivery=self._on_delivery)
+                self.producer.produce(topic, value, key, headers=headers, on_delivery=callback)
                 return
             except BufferError:  # local queue full: serve deliveries, then retry
                 self.producer.poll(0.05)
 
-    def _dispatch(self, outcome: Accepted | Refused) -> Accepted | Refused:
+    def _dispatch(self, outcome: Accepted | Refused,
+                  on_delivery: OnDelivery | None) -> Accepted | Refused:
         self.counts.received += 1
         if isinstance(outcome, Accepted):
-            self._produce(outcome.topic, outcome.value, outcome.key)
+            self._produce(outcome.topic, outcome.value, outcome.key, on_delivery=on_delivery)
             self.counts.accepted += 1
         else:
             r = record(outcome, self.stage)
-            self._produce(r.topic, r.value, r.key, r.headers)
+            self._produce(r.topic, r.value, r.key, r.headers, on_delivery=on_delivery)
             self.counts.dead_lettered += 1
         return outcome
 
-    def send(self, event: Any) -> Accepted | Refused:
-        """Produce an event dict (see envelope.build); returns where it went and why."""
-        return self._dispatch(self.router.route_event(event))
+    def send(self, event: Any, on_delivery: OnDelivery | None = None) -> Accepted | Refused:
+        """Produce an event dict (see envelope.build); returns where it went and why.
+
+        on_delivery(err, msg), if given, is called once for this event from poll()/flush():
+        err None means acknowledged; anything else means it was not (docs/client.md)."""
+        return self._dispatch(self.router.route_event(event), on_delivery)
 
     def send_bytes(self, value: bytes | None, topic: str | None = None,
-                   key: bytes | None = None) -> Accepted | Refused:
+                   key: bytes | None = None,
+                   on_delivery: OnDelivery | None = None) -> Accepted | Refused:
         """Produce serialized event bytes as received from elsewhere (checked byte by byte)."""
-        return self._dispatch(self.router.route_bytes(value, topic, key))
+        return self._dispatch(self.router.route_bytes(value, topic, key), on_delivery)
 
     def poll(self, timeout: float = 0) -> int:
         return self.producer.poll(timeout)

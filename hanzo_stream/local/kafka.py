@@ -161,10 +161,12 @@ def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSe
 
 
 def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
-          jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0) -> LocalCluster:
-    """Start (or resume) the cluster in `home` and wait until every broker serves SASL_SSL.
+          jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0,
+          only: set[int] | None = None) -> LocalCluster:
+    """Start (or resume) the cluster in `home` and wait until its brokers serve SASL_SSL.
 
     jmx_agent: (agent jar, rules file) to expose Prometheus metrics from each broker.
+    only: start just these node ids (a failure test bringing one node back); default all.
     """
     home.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(home)
@@ -194,7 +196,7 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
     secret = jaas_config(creds.admin, creds.principals)
     voters = {int(k): v for k, v in cluster.initial_voters.items()}
     for n in cluster.nodes:
-        if _alive(n.get("pid"), _marker(cluster, n)):
+        if _alive(n.get("pid"), _marker(cluster, n)) or (only and n["node_id"] not in only):
             continue
         d = cluster.node_dir(n["node_id"])
         (d / "logs").mkdir(parents=True, exist_ok=True)
@@ -231,26 +233,34 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
 
 def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float,
                spawned: dict[int, subprocess.Popen] | None = None) -> None:
+    """Wait until every running node is a registered broker (dead ones are not waited for:
+    a failure test may keep one down)."""
     from confluent_kafka.admin import AdminClient
 
     conn = cluster.connection("admin", admin_password)
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
+        running = set()
         for n in cluster.nodes:
             proc = (spawned or {}).get(n["node_id"])
-            if (proc.poll() is not None) if proc else not _alive(n["pid"], _marker(cluster, n)):
+            if proc is not None and proc.poll() is not None:
                 log = cluster.node_dir(n["node_id"]) / "logs" / "server.log"
                 tail = log.read_text()[-3000:] if log.exists() else ""
                 raise BrokerFailed(f"broker {n['node_id']} exited during start-up; log: {log}\n{tail}")
+            if _alive(n["pid"], _marker(cluster, n)):
+                running.add(n["node_id"])
+        if not running:
+            raise BrokerFailed(f"no broker of {cluster.home} is running")
         try:
             admin = AdminClient(conn.confluent() | {"socket.timeout.ms": 3000, "log_level": 0})
             desc = admin.describe_cluster(request_timeout=5).result(timeout=6)
-            if len(desc.nodes) == len(cluster.nodes):
+            registered = {b.id for b in desc.nodes}
+            if running <= registered:
                 # Metadata is served; make sure the controller accepts writes too.
                 admin.describe_acls(_any_acl_filter(), request_timeout=5).result(timeout=6)
                 return
-            last = f"{len(desc.nodes)}/{len(cluster.nodes)} brokers registered"
+            last = f"brokers {sorted(registered)} registered, waiting for {sorted(running)}"
         except Exception as e:  # retried until the deadline
             last = str(e)
         time.sleep(0.5)
@@ -290,6 +300,23 @@ def stop(home: Path, timeout: float = 30.0) -> bool:
         n["pid"] = None
     cluster.save()
     return bool(running)
+
+
+def kill(home: Path, node_id: int) -> None:
+    """SIGKILL one node, as a crash would: no controlled shutdown, no final flush."""
+    cluster = LocalCluster.load(home)
+    if cluster is None:
+        raise BrokerFailed(f"no cluster in {home}")
+    n = next(n for n in cluster.nodes if n["node_id"] == node_id)
+    if not _alive(n.get("pid"), _marker(cluster, n)):
+        raise BrokerFailed(f"node {node_id} of {home} is not running")
+    os.kill(n["pid"], signal.SIGKILL)
+    while _alive(n["pid"], _marker(cluster, n)):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(n["pid"], os.WNOHANG)  # reap it if this process started it
+        time.sleep(0.05)
+    n["pid"] = None
+    cluster.save()
 
 
 def is_running(home: Path) -> bool:

@@ -67,7 +67,7 @@ class Cluster:
         return AdminClient(self.admin.confluent())
 
 
-def _start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
+def start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
     creds = credentials.load_or_create(home / "credentials.json",
                                        sorted(registry.principal_names()))
     local = kafka.start(home / "kafka", creds, brokers=brokers)
@@ -86,7 +86,7 @@ def kafka_cluster(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
                       creds)
         return
     home = tmp_path_factory.mktemp("kafka1")
-    cluster = _start_local(home, registry, brokers=1)
+    cluster = start_local(home, registry, brokers=1)
     try:
         yield cluster
     finally:
@@ -97,7 +97,7 @@ def kafka_cluster(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
 def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
     """Three brokers (RF 3, min ISR 2), started only by the modules that need replication."""
     home = tmp_path_factory.mktemp("kafka3")
-    cluster = _start_local(home, registry, brokers=3)
+    cluster = start_local(home, registry, brokers=3)
     try:
         yield cluster
     finally:
