@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -138,6 +140,21 @@ def set_min_isr(cluster, value: str | None) -> None:
         f.result(timeout=60)
 
 
+def wait_until_refused(cluster, registry, schemas, teams: list[str], timeout: float = 120):
+    """Until a write to each partition being written is refused with NOT_ENOUGH_REPLICAS:
+    a topic's new min.insync.replicas reaches its leaders through the metadata log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = Ledger()
+        q = producer(cluster, registry, schemas, **{"delivery.timeout.ms": 3000})
+        failover.send(q, probe, teams, len(teams))
+        q.flush()
+        if len(probe.failed) == len(teams) and all(
+                "Not enough in-sync replicas" in e for e in q.counts.errors):
+            return
+    pytest.fail(f"min.insync.replicas=3 not in force after {timeout:.0f}s")
+
+
 def test_leader_kill_then_a_second_broker(trio, registry, schemas):
     t0 = time.monotonic()
     lead = failover.leaders(trio.admin)
@@ -168,6 +185,7 @@ def test_leader_kill_then_a_second_broker(trio, registry, schemas):
     # with NOT_ENOUGH_REPLICAS, and the application is told so.
     set_min_isr(trio, "3")
     try:
+        wait_until_refused(trio, registry, schemas, teams)
         refused = Ledger(run=ledger.run)
         q = producer(trio, registry, schemas, **SHORT)
         failover.send(q, refused, teams, 50)
@@ -206,3 +224,119 @@ def test_leader_kill_then_a_second_broker(trio, registry, schemas):
           f"{t4.duplicated}; test {time.monotonic() - t0:.0f}s")
     assert (t4.acked, t4.acked_lost, t4.duplicated) == (22_000, 0, 0)
     assert all(n == 1 for n in maybe.values())  # a failed event is never in twice
+
+
+# ---------------------------------------------------------------- the jobs through a failover
+
+
+def test_leader_kill_while_analytics_ingest_and_billing_agg_run(trio, registry, schemas, tmp_path):
+    """Both jobs run continuously on the 3-broker cluster while the leader of llm_usage's
+    partition 0 is killed and events keep coming; afterwards ClickHouse holds each event
+    exactly once and billing is exact to the micro-dollar, with no window billed twice."""
+    from hanzo_stream.jobs import process
+
+    from .test_spark_jobs import (
+        assert_caught_up,
+        billing_events,
+        chdb_query,
+        expected_billing,
+        fast_specs,
+        insights,
+        job_env,
+        usage,
+    )
+
+    t0 = time.monotonic()
+    run = uuid.uuid4().hex[:8]
+    consumers = fast_specs(tmp_path, "analytics-ingest", trigger="1s")
+    fast_specs(tmp_path, "billing-agg", trigger="2s")
+    jobs = {"analytics-ingest": "analytics-ingest", "billing-agg": "billing-aggregator"}
+    victim = failover.leaders(trio.admin)[0]
+    killed, back, phases = False, None, {}
+    for name, principal in jobs.items():
+        process.start(name, tmp_path, job_env(trio, principal, tmp_path),
+                      registry=ROOT / "topics.yaml", consumers=consumers, cwd=ROOT)
+    try:
+        def batches(name: str) -> int:
+            return sum(1 for f in (tmp_path / "jobs" / name / "checkpoint").glob("*/commits/*")
+                       if f.name.isdigit())
+
+        deadline = time.monotonic() + 300
+        while not all(batches(n) for n in jobs) and time.monotonic() < deadline:
+            for n in jobs:
+                assert process.status(n, tmp_path)["running"], process.log_tail(n, tmp_path, 40)
+            time.sleep(1)
+        assert all(batches(n) for n in jobs), "the jobs did not start"
+        phases["jobs up"] = time.monotonic() - t0
+
+        day = datetime(2034, 6, 7, tzinfo=UTC)
+        clicks = [insights(run, i, day + timedelta(hours=9, milliseconds=i)) for i in range(3000)]
+        spend = [usage(run, "abc"[i % 3], "xy"[i % 2], day + timedelta(hours=10, seconds=2 * i), i)
+                 for i in range(1200)]
+        capture = EventProducer.connect(trio.as_("insights-capture"), stage="insights-capture",
+                                        registry=registry, schemas=schemas)
+        gateway = producer(trio, registry, schemas)
+        start = time.monotonic()
+        for i, (c, s) in enumerate(zip(clicks[:1200], spend, strict=True)):
+            if i == 300:
+                kafka.kill(home_of(trio), victim)
+                killed = True
+            capture.send(c)
+            gateway.send(s)
+            ahead = start + (i + 1) / 60 - time.monotonic()  # ~120 events/s for 20 s
+            if ahead > 0:
+                gateway.poll(ahead)
+            capture.poll(0)
+        for c in clicks[1200:]:
+            capture.send(c)
+        capture.flush_or_raise()
+        gateway.flush_or_raise()
+        # Closes 10:00-11:00 once the job has seen it (watermark 10 min): produced last, so
+        # no event of this run can be behind the watermark.
+        closer = usage(run, "a", "x", day + timedelta(hours=11, minutes=45), 7)
+        gateway.send(closer)
+        gateway.flush_or_raise()
+        phases["produced"] = time.monotonic() - t0
+        back = threading.Thread(target=restart, args=(trio, {victim}), daemon=True)
+        back.start()  # the broker returns while the jobs catch up
+
+        want = expected_billing(spend + [closer], day + timedelta(hours=11, minutes=35),
+                                "hanzo-stream/billing-agg")
+        assert len(want) == 6  # teams a, b, c x orgs x, y in the closed hour
+
+        def done() -> bool:
+            return len(billing_events(trio, run)) >= len(want)
+
+        deadline = time.monotonic() + 300
+        while not done() and time.monotonic() < deadline:
+            for n in jobs:
+                assert process.status(n, tmp_path)["running"], process.log_tail(n, tmp_path, 40)
+            time.sleep(2)
+        phases["billed"] = time.monotonic() - t0
+        time.sleep(5)  # one more trigger of each: a replayed window would show up now
+    finally:
+        stoppers = [threading.Thread(target=process.stop, args=(n, tmp_path)) for n in jobs]
+        for s in stoppers:
+            s.start()
+        for s in stoppers:
+            s.join(120)
+        if back is not None:
+            back.join(240)
+        elif killed:
+            restart(trio, {victim})
+    phases["stopped"] = time.monotonic() - t0
+    assert_caught_up(trio, "analytics-ingest", "events_plugin_ingestion")
+    assert_caught_up(trio, "billing-agg", "llm_usage")
+    got = billing_events(trio, run)
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    (row,) = chdb_query(tmp_path / "jobs" / "analytics-ingest" / "chdb",
+                        f"SELECT count() AS n, uniqExact(id) AS ids FROM events "
+                        f"WHERE team_id IN ({teams})")
+    print(f"\njobs through a leader kill (broker {victim}, {len(clicks)} insights + "
+          f"{len(spend) + 1} usage events): ClickHouse rows {row['n']} for {row['ids']} unique "
+          f"ids; billing events {len(got)} for {len(want)} closed windows; test "
+          f"{time.monotonic() - t0:.0f}s (" + ", ".join(f"{k} {v:.0f}s" for k, v in phases.items())
+          + ")")
+    assert row == {"n": len(clicks), "ids": len(clicks)}
+    assert {e["data"]["billing_id"]: e for e in got} == want  # exact Decimal totals
+    assert len(got) == len(want), "a window was billed twice"
