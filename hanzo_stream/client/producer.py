@@ -11,9 +11,7 @@ received == accepted + dead_lettered, always.
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,20 +24,25 @@ from .dead_letters import record
 from .router import MAX_EVENT_BYTES, Accepted, Refused, Router
 from .validator import Validator
 
-# How long a record may take from send() to its acknowledgement before the application is
-# told it failed: long enough to ride out a leader election or a broker restart.
+# How long a record may take from send() to its outcome: long enough to ride out a leader
+# election or a broker restart; then the application is told it failed.
 DELIVERY_TIMEOUT_S = 120
 
-# The standard's producer settings (docs/client.md says why each one).
+# The standard's producer settings (docs/client.md, "Delivery", says why each one).
 STANDARD_SETTINGS: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
-    # Retries are bounded by time, not by count: the standard's `retries: 3` would turn a
-    # 10-second leader election into failures the application must resend, and a resend is
-    # a new record (a possible duplicate); an idempotent retry never is (docs/client.md).
-    "retries": 2147483647,
-    "delivery.timeout.ms": DELIVERY_TIMEOUT_S * 1000,
+    # Retries are a time budget, not the standard's `retries: 3`: three retries last ~0.7 s,
+    # so a leader election would become failures the application must resend, and a resend
+    # is a new record (a possible duplicate), where an idempotent retry never is. A broker
+    # that answers with an error (NOT_ENOUGH_REPLICAS, NOT_LEADER...) is retried with backoff
+    # 100 ms doubling to 1 s: 30 retries are ~28 s of refusals, after which the application
+    # gets the broker's own error. A broker that does not answer uses up no retries; the
+    # delivery timeout bounds that case.
+    "retries": 30,
     "retry.backoff.ms": 100,
+    "retry.backoff.max.ms": 1000,
+    "delivery.timeout.ms": DELIVERY_TIMEOUT_S * 1000,
     "max.in.flight.requests.per.connection": 5,
     "compression.type": "lz4",
     "batch.size": 16384,
@@ -70,43 +73,6 @@ class DeliveryFailed(RuntimeError):
     """Records the broker did not acknowledge; the message lists the first errors."""
 
 
-# librdkafka's per-batch produce error, as its "msg" debug context logs it, e.g.
-# "llm_usage [3]: MessageSet with 5 message(s) (MsgId 1, BaseSeq 0) encountered error:
-#  Broker: Not enough in-sync replicas (actions Retry,MsgNotPersisted)"
-_BATCH_ERROR = re.compile(r"(?P<topic>\S+) \[(?P<partition>\d+)\]: MessageSet with \d+ message\(s\) "
-                          r"\(.*?\) encountered error: (?P<reason>.*) \(actions (?P<actions>[^)]*)\)")
-
-
-class BrokerErrors(logging.Handler):
-    """The last error a broker returned for each partition, while librdkafka retried.
-
-    A record that times out is reported as "Message timed out"; this keeps why (e.g.
-    NOT_ENOUGH_REPLICAS) so the failure can name it. librdkafka logs one "msg" debug line
-    per produced batch; warnings and errors go on to the `hanzo_stream.client.librdkafka`
-    logger, the debug lines stop here.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.last: dict[tuple[str, int], str] = {}
-        self.forward = logging.getLogger("hanzo_stream.client.librdkafka")
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        m = _BATCH_ERROR.search(text) if "encountered error" in text else None
-        if m:
-            self.last[(m["topic"], int(m["partition"]))] = f"{m['reason']} ({m['actions']})"
-        if record.levelno >= logging.WARNING:
-            self.forward.handle(record)
-
-    def logger(self) -> logging.Logger:
-        """A logger for librdkafka's `logger` option, feeding only this handler (unregistered,
-        so it goes away with its producer)."""
-        log = logging.Logger("hanzo_stream.client.librdkafka", logging.DEBUG)
-        log.addHandler(self)
-        return log
-
-
 @dataclass
 class Counts:
     received: int = 0
@@ -129,12 +95,11 @@ class EventProducer:
     """Validate, key and produce events; refused ones go to dead_letter, never dropped."""
 
     def __init__(self, producer, registry: Registry, schemas: SchemaSet, stage: str,
-                 max_event_bytes: int = MAX_EVENT_BYTES, broker_errors: BrokerErrors | None = None):
+                 max_event_bytes: int = MAX_EVENT_BYTES):
         self.producer = producer
         self.router = Router(registry, Validator(schemas), max_event_bytes)
         self.stage = f"producer:{stage}"
         self.counts = Counts()
-        self.broker_errors = broker_errors or BrokerErrors()
 
     @classmethod
     def connect(cls, conn: Connection | None = None, *, stage: str | None = None,
@@ -143,11 +108,9 @@ class EventProducer:
         """From HANZO_STREAM_* (or `conn`), topics.yaml and schemas/ in the working directory."""
         conn = conn or Connection.from_env()
         stage = stage or conn.username or "unknown"
-        errors = BrokerErrors()
-        producer = make_producer(conn, client_id or stage,
-                                 **{"debug": "msg", "logger": errors.logger()} | overrides)
+        producer = make_producer(conn, client_id or stage, **overrides)
         return cls(producer, registry or load_registry(registry_file()),
-                   schemas or load_schemas(Path("schemas")), stage, broker_errors=errors)
+                   schemas or load_schemas(Path("schemas")), stage)
 
     def _on_delivery(self, err, msg) -> None:
         if err is None:
@@ -155,9 +118,8 @@ class EventProducer:
         else:
             self.counts.failed += 1
             if len(self.counts.errors) < 20:
-                why = self.broker_errors.last.get((msg.topic(), msg.partition()))
-                self.counts.errors.append(f"{msg.topic()} [{msg.partition()}]: {err.str()}"
-                                          + (f"; the broker said: {why}" if why else ""))
+                self.counts.errors.append(f"{msg.topic()} [{msg.partition()}]: {err.name()} "
+                                          f"({err.str()})")
 
     def _callback(self, on_delivery: OnDelivery | None) -> OnDelivery:
         if on_delivery is None:
@@ -214,5 +176,6 @@ class EventProducer:
     def flush_or_raise(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> None:
         left = self.flush(timeout)
         if left or self.counts.failed:
-            raise DeliveryFailed(f"{left} record(s) unacknowledged after {timeout:.0f}s, "
-                                 f"{self.counts.failed} failed; first errors: {self.counts.errors[:5]}")
+            waiting = f"{left} record(s) still unacknowledged after {timeout:.0f}s; " if left else ""
+            raise DeliveryFailed(f"{waiting}{self.counts.failed} record(s) failed; first errors: "
+                                 f"{self.counts.errors[:5]}")
