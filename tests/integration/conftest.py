@@ -93,9 +93,10 @@ def kafka_cluster(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
         kafka.stop(home / "kafka")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
-    """Three brokers (RF 3, min ISR 2), started only by the modules that need replication."""
+    """Three brokers (RF 3, min ISR 2), started on first use by a module that needs
+    replication and shared by all of them (test_failover brings back what it kills)."""
     home = tmp_path_factory.mktemp("kafka3")
     cluster = start_local(home, registry, brokers=3)
     try:
