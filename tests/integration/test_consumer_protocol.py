@@ -21,6 +21,7 @@ from confluent_kafka import ConsumerGroupType
 from hanzo_stream.client import envelope
 from hanzo_stream.client.consumer import make_consumer
 from hanzo_stream.client.producer import EventProducer
+from hanzo_stream.monitoring.lag_exporter import Collector
 from hanzo_stream.schemas.store import load
 
 pytestmark = pytest.mark.integration
@@ -125,6 +126,9 @@ def test_a_member_joining_or_leaving_does_not_stop_the_others(hip_cluster, regis
         assert a.received_between(joined, join_done, kept) > 0, (
             f"A received nothing from its kept partitions {kept} during B's join "
             f"({join_done - joined:.1f}s)")
+        # On-call sees the group as usual: the lag exporter lists it with both members.
+        snap = Collector(hip_cluster.admin).collect()
+        assert next(g for g in snap.groups if g.group == GROUP).members == 2
 
         # Leave: A goes on consuming its partitions and gets B's back.
         left = time.monotonic()
