@@ -217,8 +217,8 @@ def consumer_perf(conn: Connection, topic: str, messages: int, home: Path) -> di
     props = home / "perf.properties"
     props.write_text("".join(f"{k}={v}\n" for k, v in conn.java().items()))
     cmd = ["java", "-Xmx512m", "-cp", jars.kafka_classpath(), "org.apache.kafka.tools.ConsumerPerformance",
-           "--bootstrap-server", conn.bootstrap, "--topic", topic, "--messages", str(messages),
-           "--consumer.config", str(props), "--group", f"bench-perf-{uuid.uuid4().hex[:6]}",
+           "--bootstrap-server", conn.bootstrap, "--topic", topic, "--num-records", str(messages),
+           "--command-config", str(props), "--group", f"bench-perf-{uuid.uuid4().hex[:6]}",
            "--timeout", "60000"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     lines = [line for line in out.stdout.splitlines() if line.strip()]

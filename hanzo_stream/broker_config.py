@@ -90,14 +90,16 @@ class BrokerSettings:
 def broker_config(s: BrokerSettings) -> dict[str, str]:
     """Every non-secret property of one broker, as strings, in a stable order."""
     me, rep = s.me, s.replication
-    voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in s.nodes)
     internal_mech = "PLAIN"  # controller/inter-broker: static JAAS, needs no metadata to log in
     more = s.extra_listeners
     cfg: dict[str, str] = {
-        # KRaft combined mode
+        # KRaft combined mode with a dynamic quorum (KIP-853): the voter set lives in the
+        # metadata log, set at format time (quorum_format_args) and changed with
+        # `kafka-metadata-quorum add-controller/remove-controller`, never by configuration.
         "process.roles": "broker,controller",
         "node.id": str(s.node_id),
-        "controller.quorum.voters": voters,
+        "controller.quorum.bootstrap.servers": ",".join(
+            f"{n.host}:{n.controller_port}" for n in s.nodes),
         "controller.listener.names": CONTROLLER,
         "inter.broker.listener.name": INTERNAL,
         "listeners": (
@@ -106,8 +108,11 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
             f"{CONTROLLER}://{s.bind_host}:{me.controller_port}"
             + "".join(f",{x.name}://{s.bind_host}:{x.port}" for x in more)
         ),
+        # The controller endpoint is advertised too: a dynamic quorum registers each voter
+        # with the address it advertises.
         "advertised.listeners": (
-            f"{CLIENT}://{me.host}:{me.client_port},{INTERNAL}://{me.host}:{me.internal_port}"
+            f"{CLIENT}://{me.host}:{me.client_port},{INTERNAL}://{me.host}:{me.internal_port},"
+            f"{CONTROLLER}://{me.host}:{me.controller_port}"
             + "".join(f",{x.name}://{me.host}:{x.port}" for x in more)
         ),
         # No PLAINTEXT anywhere: every listener is SASL over TLS.
@@ -154,6 +159,27 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
         cfg[f"{lx}.ssl.keystore.location"] = x.keystore_pem
     cfg.update(dict(s.extra))
     return cfg
+
+
+def quorum_format_args(s: BrokerSettings, initial_voters: Mapping[int, str]) -> list[str]:
+    """`kafka-storage format` arguments that set this node's place in the dynamic quorum.
+
+    initial_voters maps the node ids that form the quorum when the cluster is created to
+    their metadata log directory ids (base64 Kafka Uuids). One voter: `--standalone`
+    (Kafka's way to start a quorum that will grow). Several: `--initial-controllers`, the
+    same list on every one of them. A node outside that set (one added to a running
+    cluster) formats with `--no-initial-controllers`: it starts as an observer and becomes
+    a voter only through `kafka-metadata-quorum add-controller`, so it can never form a
+    rival majority with other empty nodes.
+    """
+    if s.node_id not in initial_voters:
+        return ["--no-initial-controllers"]
+    if len(initial_voters) == 1:
+        return ["--standalone"]
+    by_id = {n.node_id: n for n in s.nodes}
+    return ["--initial-controllers", ",".join(
+        f"{i}@{by_id[i].host}:{by_id[i].controller_port}:{d}"
+        for i, d in sorted(initial_voters.items()))]
 
 
 def jaas_config(admin_password: str, plain_users: Mapping[str, str],

@@ -1,14 +1,18 @@
 """Every pinned third-party version, in one place.
 
 The Kafka version is used by the local jars, the Pulumi image tags and the docs.
-Production runs the 3.7 line; 3.7.2 is its last patch release.
+Production runs the current 4.x line (4.4.0: the newest release Maven Central serves).
 """
 
-KAFKA_VERSION = "3.7.2"
+KAFKA_VERSION = "4.4.0"
 SCALA_BINARY = "2.13"
+# Kafka 4 logs through slf4j 1.7 -> log4j2; its POMs leave the binding to the distribution,
+# so the local jars add the one Kafka 4.4.0 ships (log4j-slf4j-impl of its log4j-core).
+KAFKA_LOG4J2 = "2.25.5"
 
-# Official images. Bitnami moved its free tags to docker.io/bitnamilegacy in 2025.
-BITNAMI_IMAGE = f"docker.io/bitnamilegacy/kafka:{KAFKA_VERSION}"
+# The official Apache Kafka image is the default. Bitnami publishes no free Kafka 4.4.0
+# image (its free tags froze in docker.io/bitnamilegacy in 2025): the bitnami flavour runs
+# the image a stack names (a Bitnami subscription, or a mirror); docs/images.md.
 APACHE_IMAGE = f"docker.io/apache/kafka:{KAFKA_VERSION}"
 
 JMX_EXPORTER_VERSION = "1.0.1"
@@ -20,7 +24,8 @@ ACTIONLINT_VERSION = "1.7.12"
 # pyproject.toml pins the same pyspark (a unit test checks).
 SPARK_VERSION = "4.2.0"
 SPARK_SCALA = "2.13"  # Spark 4 is built for Scala 2.13 only
-# What spark-sql-kafka 4.2.0 is built against (its POM), fetched and baked next to it.
+# What spark-sql-kafka 4.2.0 is built against (its POM), fetched and baked next to it. Kept
+# at 3.9 under the 4.4 brokers on purpose: the connector's own client (docs/jobs.md).
 SPARK_KAFKA_CLIENTS = "3.9.2"
 SPARK_COMMONS_POOL2 = "2.13.1"
 # s3a: hadoop-aws must match PySpark's bundled Hadoop; the SDK v2 bundle hadoop-aws was built with.

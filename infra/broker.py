@@ -8,13 +8,24 @@ regenerates JAAS). A short POSIX script turns exactly the rendered variables bac
 server.properties, so the broker runs what `broker_config()` returned and nothing else.
 
 Per-pod values: every key that differs between pods (node.id and advertised.listeners)
-is chosen in the script from the pod's ordinal (`${HOSTNAME##*-}`); all the other keys
-are plain container environment variables, identical for every pod.
+and the pod's place in the dynamic controller quorum (the `kafka-storage format` flags,
+`quorum_format_args`) are chosen in the script from the pod's ordinal
+(`${HOSTNAME##*-}`); all the other keys are plain container environment variables,
+identical for every pod.
+
+Why not the apache/kafka image's own entrypoint (/etc/kafka/docker/run): its `launch`
+formats storage with static voters only (KafkaDockerWrapper refuses a quorum without
+`controller.quorum.voters`), its `configure` demands JKS keystores and password files as
+soon as a listener uses SSL, and `configureDefaults` exports PLAINTEXT defaults for every
+key left unset. tests/unit/test_infra_apache_image.py runs that image's own env
+conversion from the Kafka jars to prove the variables below mean what broker_config() says.
 """
 
 from __future__ import annotations
 
+import base64
 import shlex
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -23,6 +34,7 @@ from hanzo_stream.broker_config import (
     broker_config,
     from_apache_env,
     from_bitnami_env,
+    quorum_format_args,
     to_apache_env,
     to_bitnami_env,
 )
@@ -93,6 +105,18 @@ def broker_settings(top: Topology, ordinal: int, overrides: Mapping[str, str] = 
     )
 
 
+def directory_id(top: Topology, ordinal: int) -> str:
+    """The metadata log directory id pod `ordinal` formats with: a Kafka Uuid (base64url,
+    16 bytes) derived from the pod's name, so every pod renders the same voter list."""
+    raw = uuid.uuid5(uuid.NAMESPACE_DNS, top.pod_host(ordinal)).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def initial_voters(top: Topology) -> dict[int, str]:
+    """The controller quorum a new stack forms: every pod of the StatefulSet."""
+    return {i: directory_id(top, i) for i in range(top.brokers)}
+
+
 @dataclass(frozen=True)
 class Rendered:
     """broker_config() for every pod, split into shared and per-pod keys."""
@@ -100,6 +124,7 @@ class Rendered:
     order: tuple[str, ...]  # property keys in broker_config's order
     common: dict[str, str]
     per_pod: tuple[dict[str, str], ...]
+    format_args: tuple[tuple[str, ...], ...]  # kafka-storage format flags of each pod
 
     def pod_config(self, ordinal: int) -> dict[str, str]:
         merged = {**self.common, **self.per_pod[ordinal]}
@@ -107,13 +132,16 @@ class Rendered:
 
 
 def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Paths()) -> Rendered:
-    cfgs = [broker_config(broker_settings(top, i, overrides, paths)) for i in range(top.brokers)]
+    pods = [broker_settings(top, i, overrides, paths) for i in range(top.brokers)]
+    cfgs = [broker_config(s) for s in pods]
     first = cfgs[0]
     varying = {"node.id", "advertised.listeners"} | {
         k for c in cfgs[1:] for k in first if c.get(k) != first[k]}
     common = {k: v for k, v in first.items() if k not in varying}
     per_pod = tuple({k: c[k] for k in first if k in varying} for c in cfgs)
-    return Rendered(tuple(first), common, per_pod)
+    voters = initial_voters(top)
+    fmt = tuple(tuple(quorum_format_args(s, voters)) for s in pods)
+    return Rendered(tuple(first), common, per_pod, fmt)
 
 
 def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str) -> list[dict]:
@@ -144,10 +172,9 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
     """The POSIX sh script the broker container runs (bash and busybox alike)."""
     var_of = {k: next(iter(flavor.to_env({k: ""}))) for k in r.order}
     cases = []
-    for i, pod in enumerate(r.per_pod):
+    for i, (pod, fmt) in enumerate(zip(r.per_pod, r.format_args, strict=True)):
         assigns = "; ".join(f"export {var_of[k]}={_q(v)}" for k, v in pod.items())
-        cases.append(f"  {i}) {assigns} ;;")
-    first = top.pod_host(0)
+        cases.append(f"  {i}) {assigns}; set -- {' '.join(map(_q, fmt))} ;;")
     bin_ = f"{flavor.kafka_home}/bin"
     return "\n".join([
         "set -eu",
@@ -171,16 +198,9 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         "done",
         f'printf \'%s\\n\' "${JAAS_ENV}" >> "$conf"',
         f"unset {JAAS_ENV}",
-        "reachable() {  # both images ship bash (their own scripts need it); nc is the fallback",
-        '  if command -v bash >/dev/null 2>&1; then timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2"',
-        '  else nc -z -w 2 "$1" "$2"; fi 2>/dev/null',
-        "}",
-        f'if [ "$ordinal" != 0 ] && [ ! -f {_q(paths.log_dirs + "/meta.properties")} ]; then',
-        '  echo "hanzo-stream: new broker; waiting for kafka-0 to lead the quorum" >&2',
-        f"  until reachable {_q(first)} {PORTS['controller']}; do sleep 2; done",
-        "fi",
+        "# First start on an empty volume: join the dynamic quorum as rendered for this pod.",
         f'{bin_}/kafka-storage.sh format --ignore-formatted --cluster-id "${flavor.cluster_id_var}"'
-        ' --config "$conf"',
+        ' --config "$conf" "$@"',
         f'exec {bin_}/kafka-server-start.sh "$conf"',
         "",
     ])

@@ -42,10 +42,12 @@ SETTINGS: tuple[Setting, ...] = (
             "metrics ports"),
     Setting("clusterDomain", "cluster.local", "the cluster's DNS domain"),
     Setting("brokers", 1, "combined broker+controller pods; 1 (dev) or 3+ (prod)"),
-    Setting("imageFlavor", "bitnami", "`bitnami` (KAFKA_CFG_* variables) or `apache` "
-            "(apache/kafka's KAFKA_* variables)"),
-    Setting("image", "", f"broker image; empty: {versions.BITNAMI_IMAGE} (bitnami) or "
-            f"{versions.APACHE_IMAGE} (apache)"),
+    Setting("imageFlavor", "apache", "`apache` (the official apache/kafka image, KAFKA_* "
+            "variables) or `bitnami` (a Bitnami-layout image you name in `image`, "
+            "KAFKA_CFG_* variables)"),
+    Setting("image", "", f"broker image; empty: {versions.APACHE_IMAGE} (apache); the "
+            "bitnami flavour has no default (Bitnami publishes no free Kafka "
+            f"{versions.KAFKA_VERSION} image): set it to your subscription's or mirror's tag"),
     Setting("imageDigest", "", "optional `sha256:...` digest appended to every image "
             "reference of the broker"),
     Setting("requireDigests", False, "policy: refuse any image without a digest"),
@@ -139,9 +141,7 @@ class StackSettings:
 
     @property
     def broker_image(self) -> str:
-        image = self.values["image"] or (
-            versions.BITNAMI_IMAGE if self.values["imageFlavor"] == "bitnami"
-            else versions.APACHE_IMAGE)
+        image = self.values["image"] or versions.APACHE_IMAGE  # _validate: bitnami names one
         digest = self.values["imageDigest"]
         return f"{image}@{digest}" if digest else image
 
@@ -179,7 +179,15 @@ def _validate(v: dict[str, Any]) -> None:
     if v["environment"] not in ("dev", "prod"):
         raise SettingsError("environment must be dev or prod")
     if v["imageFlavor"] not in ("bitnami", "apache"):
-        raise SettingsError("imageFlavor must be bitnami or apache")
+        raise SettingsError("imageFlavor must be apache or bitnami")
+    if v["imageFlavor"] == "bitnami" and not v["image"]:
+        raise SettingsError(
+            f"{PROJECT}:imageFlavor is bitnami but {PROJECT}:image is empty: Bitnami publishes no "
+            f"free Kafka {versions.KAFKA_VERSION} image (its free tags froze in docker.io/"
+            "bitnamilegacy in 2025). Set `image` to the Bitnami-layout tag your subscription or "
+            f"mirror serves, e.g. `pulumi config set image registry.example.com/bitnami/kafka:"
+            f"{versions.KAFKA_VERSION}`, or drop imageFlavor to run {versions.APACHE_IMAGE}; "
+            "see docs/images.md")
     if v["tlsMode"] not in ("self-signed", "cert-manager"):
         raise SettingsError("tlsMode must be self-signed or cert-manager")
     if v["tlsMode"] == "cert-manager" and not v["certManagerIssuer"]:

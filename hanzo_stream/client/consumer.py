@@ -19,7 +19,11 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     # application stored after processing (store_offsets / EventConsumer.done).
     "enable.auto.commit": True,
     "enable.auto.offset.store": False,
-    "partition.assignment.strategy": "cooperative-sticky",
+    # KIP-848: the broker (Kafka 4) computes assignments and hands partitions over one at
+    # a time; a member joining or leaving never stops the others (no group-wide barrier).
+    # The assignor is the broker's (`group.remote.assignor`), so librdkafka refuses a
+    # client-side partition.assignment.strategy next to it.
+    "group.protocol": "consumer",
 }
 
 

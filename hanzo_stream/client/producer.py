@@ -12,6 +12,7 @@ received == accepted + dead_lettered, always.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,25 @@ from .dead_letters import record
 from .router import MAX_EVENT_BYTES, Accepted, Refused, Router
 from .validator import Validator
 
-# The standard's producer settings (docs/client.md says why each one).
+# How long a record may take from send() to its outcome: long enough to ride out a leader
+# election or a broker restart; then the application is told it failed.
+DELIVERY_TIMEOUT_S = 120
+
+# The standard's producer settings (docs/client.md, "Delivery", says why each one).
 STANDARD_SETTINGS: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
-    "retries": 3,
+    # Retries are a time budget, not the standard's `retries: 3`: three retries last ~0.7 s,
+    # so a leader election would become failures the application must resend, and a resend
+    # is a new record (a possible duplicate), where an idempotent retry never is. A broker
+    # that answers with an error (NOT_ENOUGH_REPLICAS, NOT_LEADER...) is retried with backoff
+    # 100 ms doubling to 1 s: 30 retries are ~28 s of refusals, after which the application
+    # gets the broker's own error. A broker that does not answer uses up no retries; the
+    # delivery timeout bounds that case.
+    "retries": 30,
     "retry.backoff.ms": 100,
+    "retry.backoff.max.ms": 1000,
+    "delivery.timeout.ms": DELIVERY_TIMEOUT_S * 1000,
     "max.in.flight.requests.per.connection": 5,
     "compression.type": "lz4",
     "batch.size": 16384,
@@ -50,6 +64,9 @@ def make_producer(conn: Connection | None = None, client_id: str | None = None, 
     from confluent_kafka import Producer
 
     return Producer(producer_config(conn or Connection.from_env(), client_id, **overrides))
+
+
+OnDelivery = Callable[[Any, Any], None]  # (KafkaError | None, confluent_kafka.Message)
 
 
 class DeliveryFailed(RuntimeError):
@@ -101,45 +118,64 @@ class EventProducer:
         else:
             self.counts.failed += 1
             if len(self.counts.errors) < 20:
-                self.counts.errors.append(f"{msg.topic()}: {err}")
+                self.counts.errors.append(f"{msg.topic()} [{msg.partition()}]: {err.name()} "
+                                          f"({err.str()})")
+
+    def _callback(self, on_delivery: OnDelivery | None) -> OnDelivery:
+        if on_delivery is None:
+            return self._on_delivery
+
+        def both(err, msg) -> None:
+            self._on_delivery(err, msg)
+            on_delivery(err, msg)
+        return both
 
     def _produce(self, topic: str, value: bytes | None, key: bytes | None,
-                 headers: list[tuple[str, bytes]] | None = None) -> None:
+                 headers: list[tuple[str, bytes]] | None = None,
+                 on_delivery: OnDelivery | None = None) -> None:
+        callback = self._callback(on_delivery)
         while True:
             try:
-                self.producer.produce(topic, value, key, headers=headers, on_delivery=self._on_delivery)
+                self.producer.produce(topic, value, key, headers=headers, on_delivery=callback)
                 return
             except BufferError:  # local queue full: serve deliveries, then retry
                 self.producer.poll(0.05)
 
-    def _dispatch(self, outcome: Accepted | Refused) -> Accepted | Refused:
+    def _dispatch(self, outcome: Accepted | Refused,
+                  on_delivery: OnDelivery | None) -> Accepted | Refused:
         self.counts.received += 1
         if isinstance(outcome, Accepted):
-            self._produce(outcome.topic, outcome.value, outcome.key)
+            self._produce(outcome.topic, outcome.value, outcome.key, on_delivery=on_delivery)
             self.counts.accepted += 1
         else:
             r = record(outcome, self.stage)
-            self._produce(r.topic, r.value, r.key, r.headers)
+            self._produce(r.topic, r.value, r.key, r.headers, on_delivery=on_delivery)
             self.counts.dead_lettered += 1
         return outcome
 
-    def send(self, event: Any) -> Accepted | Refused:
-        """Produce an event dict (see envelope.build); returns where it went and why."""
-        return self._dispatch(self.router.route_event(event))
+    def send(self, event: Any, on_delivery: OnDelivery | None = None) -> Accepted | Refused:
+        """Produce an event dict (see envelope.build); returns where it went and why.
+
+        on_delivery(err, msg), if given, is called once for this event from poll()/flush():
+        err None means acknowledged; anything else means it was not (docs/client.md)."""
+        return self._dispatch(self.router.route_event(event), on_delivery)
 
     def send_bytes(self, value: bytes | None, topic: str | None = None,
-                   key: bytes | None = None) -> Accepted | Refused:
+                   key: bytes | None = None,
+                   on_delivery: OnDelivery | None = None) -> Accepted | Refused:
         """Produce serialized event bytes as received from elsewhere (checked byte by byte)."""
-        return self._dispatch(self.router.route_bytes(value, topic, key))
+        return self._dispatch(self.router.route_bytes(value, topic, key), on_delivery)
 
     def poll(self, timeout: float = 0) -> int:
         return self.producer.poll(timeout)
 
-    def flush(self, timeout: float = 30.0) -> int:
+    def flush(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> int:
+        """Wait for outstanding deliveries; by default until each record has an outcome."""
         return self.producer.flush(timeout)
 
-    def flush_or_raise(self, timeout: float = 30.0) -> None:
+    def flush_or_raise(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> None:
         left = self.flush(timeout)
         if left or self.counts.failed:
-            raise DeliveryFailed(f"{left} record(s) unacknowledged after {timeout:.0f}s, "
-                                 f"{self.counts.failed} failed; first errors: {self.counts.errors[:5]}")
+            waiting = f"{left} record(s) still unacknowledged after {timeout:.0f}s; " if left else ""
+            raise DeliveryFailed(f"{waiting}{self.counts.failed} record(s) failed; first errors: "
+                                 f"{self.counts.errors[:5]}")

@@ -21,15 +21,13 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ..client.producer import DELIVERY_TIMEOUT_S, STANDARD_SETTINGS
 from ..connection import Connection
 from ..dead_letter import DeadLetterRecord, dead_letter_record
 
-# The standard's producer defaults.
-PRODUCER_DEFAULTS = {
-    "acks": "all", "enable.idempotence": True, "retries": 3, "retry.backoff.ms": 100,
-    "max.in.flight.requests.per.connection": 5, "compression.type": "lz4",
-    "batch.size": 16384, "linger.ms": 5,
-}
+# The client library's settings: idempotent, retried by librdkafka until the delivery
+# timeout, so a broker failover costs a pause, not a failed batch.
+PRODUCER_DEFAULTS = STANDARD_SETTINGS
 
 # Errors a later attempt can cure: the broker or the network, not the record. librdkafka's
 # delivery reports never set KafkaError.retriable(), so the codes are listed here.
@@ -158,7 +156,7 @@ class KafkaOut:
             rec = r.dead_letter(stage, failed_at)
             self.send(rec.topic, rec.key, rec.value, rec.headers, origin=r.origin)
 
-    def flush_or_raise(self, timeout: float = 60.0) -> None:
+    def flush_or_raise(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> None:
         """Wait for every acknowledgement, re-producing retriable failures with backoff;
         raise DeliveryFailed if a record is still not acknowledged."""
         rounds = 0

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..versions import JMX_EXPORTER_VERSION, KAFKA_VERSION, S3PROXY_VERSION, SCALA_BINARY
+from ..versions import JMX_EXPORTER_VERSION, KAFKA_LOG4J2, KAFKA_VERSION, S3PROXY_VERSION, SCALA_BINARY
 from .paths import cache_dir
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -66,6 +66,7 @@ def kafka_jars() -> Path:
     return fetch(f"kafka-{KAFKA_VERSION}", [
         f"org.apache.kafka:kafka_{SCALA_BINARY}:{KAFKA_VERSION}",
         f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{KAFKA_LOG4J2}",
     ])
 
 

@@ -27,26 +27,40 @@ from ..broker_config import (
     Node,
     broker_config,
     jaas_config,
+    quorum_format_args,
     to_server_properties,
 )
 from ..connection import Connection
+from ..versions import KAFKA_VERSION
 from . import jars
 from .credentials import Credentials
 from .tls import make_tls, tls_files
 
 WRONG_NAME_LISTENER = "WRONGNAME"  # serves a certificate for tls.WRONG_NAME (tests only)
 
-LOG4J = """log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File=${kafka.logs.dir}/server.log
-log4j.appender.file.MaxFileSize=20MB
-log4j.appender.file.MaxBackupIndex=3
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.authorizer.logger=INFO
-log4j.logger.org.apache.kafka.controller=INFO
-log4j.logger.state.change.logger=WARN
-log4j.logger.kafka.request.logger=WARN
+# Kafka 4 logs through log4j2 (log4j 1 is gone); the properties syntax needs no extra jar.
+LOG4J2 = """status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.filePattern = ${sys:kafka.logs.dir}/server.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = INFO
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
 """
 
 
@@ -63,6 +77,10 @@ class LocalCluster:
     jmx_ports: list[int]
     # One per node when started with wrong_name_listener (tests of hostname verification).
     wrong_name_ports: list[int] = field(default_factory=list)
+    # The dynamic quorum as formed when the cluster was created: node id (a string, JSON
+    # keys are) -> metadata log directory id. Nodes added later are not in it.
+    initial_voters: dict[str, str] = field(default_factory=dict)
+    kafka_version: str = ""  # the Kafka release that formatted the cluster
 
     @property
     def bootstrap(self) -> str:
@@ -107,8 +125,8 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def random_cluster_id() -> str:
-    """A KRaft cluster id as Kafka's Uuid.randomUuid() makes it.
+def random_uuid() -> str:
+    """A Kafka Uuid (cluster id, directory id) as Kafka's Uuid.randomUuid() makes it.
 
     Like Kafka, never one starting with "-": kafka-storage's argument parser would read it as
     an option (1 in 64 ids did, and failed `format` with "expected one argument").
@@ -117,6 +135,8 @@ def random_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
+
+
 
 
 def _alive(pid: int | None, marker: str) -> bool:
@@ -158,27 +178,35 @@ def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSe
 
 def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
           jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0,
-          wrong_name_listener: bool = False) -> LocalCluster:
-    """Start (or resume) the cluster in `home` and wait until every broker serves SASL_SSL.
+          wrong_name_listener: bool = False, only: set[int] | None = None) -> LocalCluster:
+    """Start (or resume) the cluster in `home` and wait until its brokers serve SASL_SSL.
 
     jmx_agent: (agent jar, rules file) to expose Prometheus metrics from each broker.
     wrong_name_listener: also serve a WRONGNAME listener whose certificate (same CA) is for
     tls.WRONG_NAME, so tests can prove that clients refuse a name mismatch. Kept once set.
+    only: start just these node ids (a failure test bringing one node back); default all.
     """
     home.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(home)
     if cluster and len(cluster.nodes) != brokers:
         raise BrokerFailed(f"{home} holds a {len(cluster.nodes)}-broker cluster; run "
                            "`hanzo-stream local down --purge` first to change the size")
+    if cluster and not cluster.initial_voters:
+        raise BrokerFailed(
+            f"{home} holds a cluster formatted by Kafka {cluster.kafka_version or '3.x'} with a "
+            f"static controller quorum; Kafka {KAFKA_VERSION} runs a dynamic one. Run "
+            "`hanzo-stream local down --purge` and `local up` again (local data is disposable)")
     if cluster is None:
         ports = free_ports((5 if wrong_name_listener else 4) * brokers)
         cluster = LocalCluster(
-            home=str(home), cluster_id=random_cluster_id(), ca_file="",
+            home=str(home), cluster_id=random_uuid(), ca_file="",
             nodes=[{"node_id": i + 1, "host": "127.0.0.1", "client_port": ports[4 * i],
                     "internal_port": ports[4 * i + 1], "controller_port": ports[4 * i + 2],
                     "pid": None} for i in range(brokers)],
             jmx_ports=[ports[4 * i + 3] for i in range(brokers)],
             wrong_name_ports=ports[4 * brokers:],
+            initial_voters={str(i + 1): random_uuid() for i in range(brokers)},
+            kafka_version=KAFKA_VERSION,
         )
     elif wrong_name_listener and not cluster.wrong_name_ports:
         raise BrokerFailed(f"{home} was created without the wrong-name listener; "
@@ -192,28 +220,30 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
     spawned: dict[int, subprocess.Popen] = {}
     listeners = (CLIENT, WRONG_NAME_LISTENER) if cluster.wrong_name_ports else (CLIENT,)
     secret = jaas_config(creds.admin, creds.principals, listeners)
+    voters = {int(k): v for k, v in cluster.initial_voters.items()}
     for n in cluster.nodes:
-        if _alive(n.get("pid"), _marker(cluster, n)):
+        if _alive(n.get("pid"), _marker(cluster, n)) or (only and n["node_id"] not in only):
             continue
         d = cluster.node_dir(n["node_id"])
         (d / "logs").mkdir(parents=True, exist_ok=True)
         props = d / "server.properties"
-        cfg = broker_config(settings_for(cluster, n["node_id"], tls.ca_pem.parent))
+        settings = settings_for(cluster, n["node_id"], tls.ca_pem.parent)
         props.touch()
         props.chmod(0o600)  # before the JAAS passwords are written into it
-        props.write_text(to_server_properties(cfg | secret))
-        (d / "log4j.properties").write_text(LOG4J)
+        props.write_text(to_server_properties(broker_config(settings) | secret))
+        (d / "log4j2.properties").write_text(LOG4J2)
         jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
+               f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
                f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
         if not (d / "data" / "meta.properties").exists():
             fmt = subprocess.run(
                 [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
-                 "-c", str(props), "--add-scram",
+                 "-c", str(props), *quorum_format_args(settings, voters), "--add-scram",
                  f"SCRAM-SHA-512=[name=admin,password={creds.admin}]"],
                 capture_output=True, text=True)
             if fmt.returncode != 0:
-                raise BrokerFailed(f"formatting node {n['node_id']} failed:\n{fmt.stderr[-2000:]}")
+                raise BrokerFailed(f"formatting node {n['node_id']} failed:\n"
+                                   f"{(fmt.stderr or fmt.stdout)[-2000:]}")
         agent = []
         if jmx_agent:
             port = cluster.jmx_ports[n["node_id"] - 1]
@@ -230,26 +260,34 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
 
 def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float,
                spawned: dict[int, subprocess.Popen] | None = None) -> None:
+    """Wait until every running node is a registered broker (dead ones are not waited for:
+    a failure test may keep one down)."""
     from confluent_kafka.admin import AdminClient
 
     conn = cluster.connection("admin", admin_password)
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
+        running = set()
         for n in cluster.nodes:
             proc = (spawned or {}).get(n["node_id"])
-            if (proc.poll() is not None) if proc else not _alive(n["pid"], _marker(cluster, n)):
+            if proc is not None and proc.poll() is not None:
                 log = cluster.node_dir(n["node_id"]) / "logs" / "server.log"
                 tail = log.read_text()[-3000:] if log.exists() else ""
                 raise BrokerFailed(f"broker {n['node_id']} exited during start-up; log: {log}\n{tail}")
+            if _alive(n["pid"], _marker(cluster, n)):
+                running.add(n["node_id"])
+        if not running:
+            raise BrokerFailed(f"no broker of {cluster.home} is running")
         try:
             admin = AdminClient(conn.confluent() | {"socket.timeout.ms": 3000, "log_level": 0})
             desc = admin.describe_cluster(request_timeout=5).result(timeout=6)
-            if len(desc.nodes) == len(cluster.nodes):
+            registered = {b.id for b in desc.nodes}
+            if running <= registered:
                 # Metadata is served; make sure the controller accepts writes too.
                 admin.describe_acls(_any_acl_filter(), request_timeout=5).result(timeout=6)
                 return
-            last = f"{len(desc.nodes)}/{len(cluster.nodes)} brokers registered"
+            last = f"brokers {sorted(registered)} registered, waiting for {sorted(running)}"
         except Exception as e:  # retried until the deadline
             last = str(e)
         time.sleep(0.5)
@@ -289,6 +327,23 @@ def stop(home: Path, timeout: float = 30.0) -> bool:
         n["pid"] = None
     cluster.save()
     return bool(running)
+
+
+def kill(home: Path, node_id: int) -> None:
+    """SIGKILL one node, as a crash would: no controlled shutdown, no final flush."""
+    cluster = LocalCluster.load(home)
+    if cluster is None:
+        raise BrokerFailed(f"no cluster in {home}")
+    n = next(n for n in cluster.nodes if n["node_id"] == node_id)
+    if not _alive(n.get("pid"), _marker(cluster, n)):
+        raise BrokerFailed(f"node {node_id} of {home} is not running")
+    os.kill(n["pid"], signal.SIGKILL)
+    while _alive(n["pid"], _marker(cluster, n)):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(n["pid"], os.WNOHANG)  # reap it if this process started it
+        time.sleep(0.05)
+    n["pid"] = None
+    cluster.save()
 
 
 def is_running(home: Path) -> bool:

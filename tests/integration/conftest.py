@@ -82,7 +82,7 @@ class Cluster:
         return CountingAdmin.connect(self.admin)
 
 
-def _start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
+def start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
     creds = credentials.load_or_create(home / "credentials.json",
                                        sorted(registry.principal_names()))
     local = kafka.start(home / "kafka", creds, brokers=brokers, wrong_name_listener=True)
@@ -101,18 +101,19 @@ def kafka_cluster(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
                       creds)
         return
     home = tmp_path_factory.mktemp("kafka1")
-    cluster = _start_local(home, registry, brokers=1)
+    cluster = start_local(home, registry, brokers=1)
     try:
         yield cluster
     finally:
         kafka.stop(home / "kafka")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
-    """Three brokers (RF 3, min ISR 2), started only by the modules that need replication."""
+    """Three brokers (RF 3, min ISR 2), started on first use by a module that needs
+    replication and shared by all of them (test_failover brings back what it kills)."""
     home = tmp_path_factory.mktemp("kafka3")
-    cluster = _start_local(home, registry, brokers=3)
+    cluster = start_local(home, registry, brokers=3)
     try:
         yield cluster
     finally:

@@ -5,6 +5,7 @@ rendering gets its own interpreter (python -m infra.render)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -75,3 +76,51 @@ def stack_brokers(stack: str) -> int:
 
     doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
     return int(doc["config"]["hanzo-stream:brokers"])
+
+
+# The broker container's entrypoint, run with sh and a stand-in Kafka that records what it got.
+FAKE_KAFKA = {
+    "kafka-storage.sh": 'echo "$@" > "$OUT/storage-args"\n',
+    "kafka-server-start.sh": 'cp "$1" "$OUT/server.properties"; env > "$OUT/env"\n',
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.strip():
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def run_pod(rendered: dict, ordinal: int, tmp: Path) -> subprocess.CompletedProcess:
+    """Run the container command as pod `ordinal` would, paths moved under `tmp`."""
+    c = kafka_container(rendered)
+    from infra import broker
+
+    flavor = broker.FLAVORS["bitnami" if "KAFKA_KRAFT_CLUSTER_ID" in {e["name"] for e in c["env"]}
+                            else "apache"]
+    p = broker.Paths()
+    moved = {p.tls_dir: tmp / "tls", p.run_dir: tmp / "run", p.data_dir: tmp / "data",
+             flavor.kafka_home: tmp / "kafka"}
+    script = c["command"][2]
+    for old, new in moved.items():
+        new.mkdir(parents=True, exist_ok=True)
+        script = script.replace(old, str(new))
+    (tmp / "kafka" / "bin").mkdir(exist_ok=True)
+    for name, body in FAKE_KAFKA.items():
+        f = tmp / "kafka" / "bin" / name
+        f.write_text("#!/bin/sh\n" + body)
+        f.chmod(0o755)
+    tls = secret_data(rendered, "kafka-tls")
+    for k, v in tls.items():
+        (tmp / "tls" / k).write_text(v)
+    env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+    env[flavor.cluster_id_var] = secret_data(rendered, "kafka-cluster-id")["cluster-id"]
+    env["HANZO_KAFKA_JAAS"] = secret_data(rendered, "kafka-broker-jaas")["jaas.properties"]
+    env |= {"HOSTNAME": f"kafka-{ordinal}", "OUT": str(tmp),
+            "PATH": os.pathsep.join(["/usr/bin", "/bin"])}
+    assert c["command"][:2] == ["/bin/sh", "-c"]
+    return subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=60)

@@ -11,6 +11,7 @@ from hanzo_stream.broker_config import (
     from_apache_env,
     from_bitnami_env,
     jaas_config,
+    quorum_format_args,
     to_apache_env,
     to_bitnami_env,
     to_server_properties,
@@ -29,14 +30,28 @@ def test_single_broker_replicates_everything_once():
         assert cfg[key] == "1", key
 
 
-def test_three_brokers_rf3_min_isr2_and_voters():
+def test_three_brokers_rf3_min_isr2_and_a_dynamic_quorum():
     cfg = broker_config(settings(3, node_id=2))
     assert cfg["default.replication.factor"] == cfg["offsets.topic.replication.factor"] == "3"
     assert cfg["min.insync.replicas"] == cfg["transaction.state.log.min.isr"] == "2"
     assert cfg["node.id"] == "2"
-    assert cfg["controller.quorum.voters"] == (
-        "1@kafka-0.kafka-headless:9095,2@kafka-1.kafka-headless:9095,3@kafka-2.kafka-headless:9095")
-    assert "CLIENT://kafka-1.kafka-headless:9093" in cfg["advertised.listeners"]
+    # KIP-853: no static voter list; the voters live in the metadata log.
+    assert "controller.quorum.voters" not in cfg
+    assert cfg["controller.quorum.bootstrap.servers"] == (
+        "kafka-0.kafka-headless:9095,kafka-1.kafka-headless:9095,kafka-2.kafka-headless:9095")
+    assert cfg["advertised.listeners"].split(",") == [
+        "CLIENT://kafka-1.kafka-headless:9093", "INTERNAL://kafka-1.kafka-headless:9094",
+        "CONTROLLER://kafka-1.kafka-headless:9095"]
+
+
+def test_quorum_format_args_standalone_initial_and_joining():
+    assert quorum_format_args(settings(1), {1: "dirA"}) == ["--standalone"]
+    three = {1: "dirA", 2: "dirB", 3: "dirC"}
+    want = ["--initial-controllers", "1@kafka-0.kafka-headless:9095:dirA,"
+            "2@kafka-1.kafka-headless:9095:dirB,3@kafka-2.kafka-headless:9095:dirC"]
+    assert [quorum_format_args(settings(3, i), three) for i in (1, 2, 3)] == [want] * 3
+    # A node added to a 1-voter cluster never claims a voter seat by itself.
+    assert quorum_format_args(settings(3, 2), {1: "dirA"}) == ["--no-initial-controllers"]
 
 
 def test_security_defaults():

@@ -425,7 +425,11 @@ def test_values_too_large_for_dead_letter_are_cut_visibly(registry, schemas):
 def test_producer_uses_the_standard_settings():
     cfg = producer_config(Connection("127.0.0.1:9093", username="u", password="p", ca_file="/ca"))
     assert {k: cfg[k] for k in STANDARD_SETTINGS} == {
-        "acks": "all", "enable.idempotence": True, "retries": 3, "retry.backoff.ms": 100,
+        "acks": "all", "enable.idempotence": True,
+        # retries as a ~28 s budget of broker refusals, delivery bounded at 120 s
+        # (docs/client.md, "Delivery")
+        "retries": 30, "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
+        "delivery.timeout.ms": 120000,
         "max.in.flight.requests.per.connection": 5, "compression.type": "lz4", "batch.size": 16384,
         "linger.ms": 5, "partitioner": "murmur2_random"}
     assert cfg["security.protocol"] == "SASL_SSL" and cfg["sasl.username"] == "u"
@@ -449,6 +453,8 @@ def test_consumer_groups_must_come_from_the_registry(registry):
     g = group_for(registry, "billing-agg", ["llm_usage"])
     cfg = consumer_config(g, Connection("127.0.0.1:9093"))
     assert cfg["group.id"] == "billing-agg" and cfg["enable.auto.offset.store"] is False
+    # KIP-848: the broker assigns; a client-side assignor next to it is refused by librdkafka.
+    assert cfg["group.protocol"] == "consumer" and "partition.assignment.strategy" not in cfg
 
 
 def test_make_consumer_refuses_before_connecting(registry):

@@ -54,9 +54,9 @@ def test_prod_replication_rules():
     sts = next(m for m in ms if m["kind"] == "StatefulSet")
     sts["spec"]["replicas"] = 1
     for e in env_of(ms):
-        if e["name"] == "KAFKA_CFG_MIN_INSYNC_REPLICAS":
+        if e["name"] == "KAFKA_MIN_INSYNC_REPLICAS":
             e["value"] = "1"
-        if e["name"] == "KAFKA_CFG_DEFAULT_REPLICATION_FACTOR":
+        if e["name"] == "KAFKA_DEFAULT_REPLICATION_FACTOR":
             e["value"] = "2"
     found = policy.check_replication(ms, "prod")
     assert {v.message for v in found} >= {
@@ -70,14 +70,14 @@ def test_dev_stack_would_fail_prod_policy():
 
 
 @pytest.mark.parametrize(("image", "digest_required", "bad"), [
-    ("docker.io/bitnamilegacy/kafka:3.7.2", False, False),
-    ("docker.io/bitnamilegacy/kafka:latest", False, True),
-    ("docker.io/bitnamilegacy/kafka", False, True),
+    ("docker.io/apache/kafka:4.4.0", False, False),
+    ("docker.io/apache/kafka:latest", False, True),
+    ("docker.io/apache/kafka", False, True),
     ("registry:5000/kafka", False, True),
-    ("registry:5000/kafka:3.7.2", False, False),
-    ("docker.io/bitnamilegacy/kafka:3.7.2", True, True),
-    ("docker.io/bitnamilegacy/kafka:3.7.2@sha256:" + "a" * 64, True, False),
-    ("docker.io/bitnamilegacy/kafka@sha256:" + "a" * 64, True, False),
+    ("registry:5000/kafka:4.4.0", False, False),
+    ("docker.io/apache/kafka:4.4.0", True, True),
+    ("docker.io/apache/kafka:4.4.0@sha256:" + "a" * 64, True, False),
+    ("docker.io/apache/kafka@sha256:" + "a" * 64, True, False),
     ("", False, True),
 ])
 def test_image_pinning(image, digest_required, bad):
@@ -98,12 +98,12 @@ def test_unpinned_image_anywhere_is_caught(rendered):
 def test_plaintext_listener_is_caught(rendered):
     ms = copy.deepcopy(manifests(rendered))
     for e in env_of(ms):
-        if e["name"] == "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP":
+        if e["name"] == "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":
             e["value"] = e["value"].replace("CLIENT:SASL_SSL", "CLIENT:PLAINTEXT")
     assert [v.message for v in policy.check_listeners(ms)] == ["listener CLIENT uses PLAINTEXT"]
     ms = copy.deepcopy(manifests(rendered))
     for e in env_of(ms):
-        if e["name"] == "KAFKA_CFG_LISTENERS":
+        if e["name"] == "KAFKA_LISTENERS":
             e["value"] += ",EXTERNAL://0.0.0.0:9092"
     assert "EXTERNAL" in policy.check_listeners(ms)[0].message
 

@@ -47,8 +47,11 @@ def test_defaults_follow_the_issue():
     s = parse({})
     assert (s.brokers, s.storageSize, s.cpuRequest, s.memoryRequest, s.cpuLimit,
             s.memoryLimit) == (1, "50Gi", "500m", "1Gi", "1000m", "2Gi")
-    assert s.broker_image == versions.BITNAMI_IMAGE == "docker.io/bitnamilegacy/kafka:3.7.2"
-    assert parse({"imageFlavor": "apache"}).broker_image == versions.APACHE_IMAGE
+    # The official image of the pinned Kafka release; Bitnami is a choice that names its image.
+    assert (s.imageFlavor, s.broker_image) == ("apache", versions.APACHE_IMAGE)
+    assert versions.APACHE_IMAGE.endswith(f"/apache/kafka:{versions.KAFKA_VERSION}")
+    mirror = "registry.example.com/bitnami/kafka:4.4.0"
+    assert parse({"imageFlavor": "bitnami", "image": mirror}).broker_image == mirror
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -56,6 +59,7 @@ def test_defaults_follow_the_issue():
     ({"brokers": "three"}, "not a valid int"),
     ({"brokers": "true"}, "expected int"),
     ({"imageFlavor": "confluent"}, "imageFlavor"),
+    ({"imageFlavor": "bitnami"}, r"image is empty: Bitnami publishes no free Kafka 4\.4\.0 image"),
     ({"tlsMode": "cert-manager"}, "certManagerIssuer"),
     ({"imageDigest": "abc"}, "sha256"),
     ({"environment": "staging"}, "dev or prod"),

@@ -45,22 +45,23 @@ def out(stack):
     return render(stack)
 
 
-def test_replicas_and_quorum_voters(stack, out):
+def test_replicas_and_dynamic_quorum(stack, out):
     n = stack_brokers(stack)
     assert n == {"dev": 1, "prod": 3}[stack]
     sts = obj(out, "StatefulSet", "kafka")
     assert sts["spec"]["replicas"] == n
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
-    voters = env_map(kafka_container(out))["KAFKA_CFG_CONTROLLER_QUORUM_VOTERS"]["value"]
-    assert voters == ",".join(
-        f"{i}@kafka-{i}.kafka-headless.hanzo.svc.cluster.local:9095" for i in range(n))
+    env = env_map(kafka_container(out))
+    assert "KAFKA_CONTROLLER_QUORUM_VOTERS" not in env
+    assert env["KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS"]["value"] == ",".join(
+        f"kafka-{i}.kafka-headless.hanzo.svc.cluster.local:9095" for i in range(n))
 
 
 def test_broker_env_equals_broker_config_for_every_pod(stack, out):
     """Shared env + the entrypoint's per-pod values == broker_config() of that pod."""
     s = settings_of(stack)
     top = Topology.of(s)
-    flavor = broker.FLAVORS["bitnami"]
+    flavor = broker.FLAVORS["apache"]
     shared = broker.properties_from_env(flavor, kafka_container(out)["env"])
     script = kafka_container(out)["command"][2]
     for i in range(top.brokers):
@@ -68,13 +69,13 @@ def test_broker_env_equals_broker_config_for_every_pod(stack, out):
         per_pod = {k: v for k, v in want.items() if k not in shared}
         assert set(per_pod) == {"node.id", "advertised.listeners"}
         assert {k: want[k] for k in shared} == shared
-        case = re.search(rf"^  {i}\) (.*) ;;$", script, re.M).group(1)
+        case = re.search(rf"^  {i}\) (.*); set -- .* ;;$", script, re.M).group(1)
         assert case == "; ".join(
             f"export {next(iter(flavor.to_env({k: v})))}={v}" for k, v in per_pod.items())
 
 
 def test_prod_replication_and_overrides(out, stack):
-    shared = broker.properties_from_env(broker.FLAVORS["bitnami"], kafka_container(out)["env"])
+    shared = broker.properties_from_env(broker.FLAVORS["apache"], kafka_container(out)["env"])
     want = {"dev": ("1", "1"), "prod": ("3", "2")}[stack]
     assert (shared["default.replication.factor"], shared["min.insync.replicas"]) == want
     assert shared["offsets.topic.replication.factor"] == want[0]
@@ -86,7 +87,7 @@ def test_prod_replication_and_overrides(out, stack):
 
 
 def test_no_plaintext_listener_anywhere(out):
-    shared = broker.properties_from_env(broker.FLAVORS["bitnami"], kafka_container(out)["env"])
+    shared = broker.properties_from_env(broker.FLAVORS["apache"], kafka_container(out)["env"])
     assert shared["listener.security.protocol.map"] == (
         "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL")
     assert shared["listeners"] == "CLIENT://0.0.0.0:9093,INTERNAL://0.0.0.0:9094,CONTROLLER://0.0.0.0:9095"
@@ -109,7 +110,7 @@ def test_secrets_are_secret_outputs_and_refs(stack, out):
     secrets = [r for r in out["resources"] if r["inputs"].get("kind") == "Secret"]
     assert secrets and all(r["secret_paths"] == ["stringData"] for r in secrets)
     env = env_map(kafka_container(out))
-    assert env["KAFKA_KRAFT_CLUSTER_ID"]["valueFrom"]["secretKeyRef"] == {
+    assert env["CLUSTER_ID"]["valueFrom"]["secretKeyRef"] == {
         "name": "kafka-cluster-id", "key": "cluster-id"}
     assert env["HANZO_KAFKA_JAAS"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-broker-jaas"
     assert all("value" not in e for e in env.values() if "JAAS" in e["name"])
@@ -153,7 +154,7 @@ def test_pdb_probes_resources_and_security(stack, out):
     assert c["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
                               "limits": {"cpu": "1000m", "memory": "2Gi"}}
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] == 1001
+    assert pod["securityContext"]["runAsUser"] == 1000  # apache/kafka's appuser
     for ctr in [*pod["initContainers"], *pod["containers"]]:
         sc = ctr["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False
@@ -180,9 +181,9 @@ def test_volumes_keep_data(stack, out):
     assert mounts["data"] == "/var/lib/kafka"
 
 
-def test_image_default_pulls_today(out):
-    assert kafka_container(out)["image"] == "docker.io/bitnamilegacy/kafka:3.7.2"
-    assert out["outputs"]["image"]["value"] == "docker.io/bitnamilegacy/kafka:3.7.2"
+def test_image_default_is_the_official_image_of_the_pinned_release(out):
+    assert kafka_container(out)["image"] == "docker.io/apache/kafka:4.4.0"
+    assert out["outputs"]["image"]["value"] == "docker.io/apache/kafka:4.4.0"
 
 
 def test_reconciler_job_runs_apply_with_registry_after_brokers(out):
@@ -221,26 +222,38 @@ def test_every_workload_is_pinned_and_in_namespace(out):
         assert m["metadata"]["namespace"] == "hanzo", m["metadata"]["name"]
 
 
-def test_apache_flavor_uses_its_own_convention():
-    out = render("prod", (("imageFlavor", "apache"),))
+def test_apache_flavor_is_the_default_with_its_own_convention(out):
     c = kafka_container(out)
-    assert c["image"] == "docker.io/apache/kafka:3.7.2"
     env = env_map(c)
-    assert "KAFKA_CONTROLLER_QUORUM_VOTERS" in env and not any(
+    assert "KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS" in env and not any(
         k.startswith("KAFKA_CFG_") for k in env)
     assert env["CLUSTER_ID"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-cluster-id"
-    s = settings_of("prod")
-    want = broker_config(broker.broker_settings(Topology.of(s), 0, s.brokerConfigOverrides))
-    shared = broker.properties_from_env(broker.FLAVORS["apache"], c["env"])
-    assert shared == {k: v for k, v in want.items() if k not in ("node.id", "advertised.listeners")}
+    assert "/opt/kafka/bin/kafka-server-start.sh" in c["command"][2]
     assert obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]["securityContext"][
         "runAsUser"] == 1000
+
+
+def test_bitnami_flavor_runs_the_named_image_with_its_convention():
+    mirror = "registry.example.com/bitnami/kafka:4.4.0"
+    out = render("prod", (("imageFlavor", "bitnami"), ("image", mirror)))
+    c = kafka_container(out)
+    assert c["image"] == mirror
+    env = env_map(c)
+    assert "KAFKA_CFG_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS" in env
+    assert env["KAFKA_KRAFT_CLUSTER_ID"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-cluster-id"
+    s = settings_of("prod")
+    want = broker_config(broker.broker_settings(Topology.of(s), 0, s.brokerConfigOverrides))
+    shared = broker.properties_from_env(broker.FLAVORS["bitnami"], c["env"])
+    assert shared == {k: v for k, v in want.items() if k not in ("node.id", "advertised.listeners")}
+    assert "/opt/bitnami/kafka/bin/kafka-server-start.sh" in c["command"][2]
+    assert obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]["securityContext"][
+        "runAsUser"] == 1001
 
 
 def test_image_digest_pinning():
     digest = "sha256:" + "ab" * 32
     out = render("prod", (("imageDigest", digest),))
-    assert kafka_container(out)["image"] == f"docker.io/bitnamilegacy/kafka:3.7.2@{digest}"
+    assert kafka_container(out)["image"] == f"docker.io/apache/kafka:4.4.0@{digest}"
 
 
 def test_cert_manager_mode_issues_a_certificate_instead_of_generating_keys():

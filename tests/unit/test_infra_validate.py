@@ -18,7 +18,8 @@ PAGING = (("pagerdutyRoutingKey", "0123456789abcdef0123456789abcdef"), ("s3Acces
 VARIANTS = {
     "dev": ("dev", (), ()),
     "prod": ("prod", (), ()),
-    "prod-apache": ("prod", (("imageFlavor", "apache"),), ()),
+    "prod-bitnami": ("prod", (("imageFlavor", "bitnami"),
+                              ("image", "registry.example.com/bitnami/kafka:4.4.0")), ()),
     "prod-cert-manager": ("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "ca")), ()),
     # Alertmanager with its Secret, the S3 Secret with the endpoint the jobs read from it.
     "prod-paging": ("prod", (("s3Endpoint", "http://minio.hanzo:9000"),), PAGING),

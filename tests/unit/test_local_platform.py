@@ -97,7 +97,7 @@ def test_up_refuses_unknown_components(registry, tmp_path):
 
 def test_cluster_ids_are_kraft_uuids_that_kafka_storage_can_parse():
     """1 in 64 raw base64 uuids starts with "-", which kafka-storage reads as an option."""
-    ids = [kafka.random_cluster_id() for _ in range(5000)]
+    ids = [kafka.random_uuid() for _ in range(5000)]
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
     assert len(set(ids)) == len(ids)

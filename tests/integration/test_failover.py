@@ -1,0 +1,348 @@
+"""Brokers killed with SIGKILL while the client library produces: nothing acknowledged is
+lost, nothing is duplicated, and nothing unacknowledged goes unreported.
+
+Every event is counted by id (hanzo_stream/local/failover.py): the producer's delivery
+report gives each one exactly one outcome, and the topic is read back to the end. The
+producers are the project's EventProducer as llm-gateway, with the library's settings
+(acks=all, idempotence, retries bounded by the 120 s delivery timeout; docs/client.md);
+a shorter delivery timeout is set only where a test waits for failures on purpose.
+
+The clusters are this module's own (a 1-node one and a 3-node one): the session broker
+is never killed. What each test costs in time is printed with its figures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hanzo_stream.client.producer import DeliveryFailed, EventProducer
+from hanzo_stream.local import failover, kafka
+from hanzo_stream.local.failover import Ledger, Tally
+from hanzo_stream.schemas.store import load
+
+from .conftest import apply_registry, start_local
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SHORT = {"delivery.timeout.ms": 10000}  # only where a test waits for failures on purpose
+
+
+@pytest.fixture(scope="module")
+def schemas():
+    return load(ROOT / "schemas")
+
+
+def producer(cluster, registry, schemas, **overrides) -> EventProducer:
+    return EventProducer.connect(cluster.as_("llm-gateway"), stage="llm-gateway",
+                                 registry=registry, schemas=schemas, **overrides)
+
+
+def home_of(cluster) -> Path:
+    return cluster.home / "kafka"
+
+
+def restart(cluster, node_ids: set[int]) -> None:
+    kafka.start(home_of(cluster), cluster.creds, brokers=cluster.brokers, only=node_ids,
+                timeout=180)
+
+
+def tally(cluster, ledger: Ledger) -> Tally:
+    return Tally.of(ledger, failover.ids_in_topic(cluster.admin, ledger))
+
+
+@pytest.fixture(scope="module")
+def lone(tmp_path_factory, registry):
+    """A 1-node cluster of this module's own, with topics.yaml applied."""
+    home = tmp_path_factory.mktemp("kafka1-failover")
+    cluster = start_local(home, registry, brokers=1)
+    try:
+        apply_registry(cluster, registry)
+        yield cluster
+    finally:
+        kafka.stop(home / "kafka")
+
+
+def test_single_broker_kill9_under_100k_events(lone, registry, schemas):
+    t0 = time.monotonic()
+    steady, short = Ledger(), Ledger()
+    teams = [f"team_{steady.run}_{i}" for i in range(64)]
+    p = producer(lone, registry, schemas)  # the library's defaults
+    impatient = producer(lone, registry, schemas, **SHORT)
+    down: dict[str, float] = {}
+
+    def bring_back():
+        time.sleep(12)  # longer than `impatient`'s delivery timeout
+        down["restart"] = time.monotonic()
+        restart(lone, {1})
+        down["up"] = time.monotonic()
+
+    back = threading.Thread(target=bring_back, daemon=True)
+
+    def between(i: int) -> None:
+        if i == 30_000:
+            kafka.kill(home_of(lone), 1)
+            down["killed"] = time.monotonic()
+            back.start()
+            # An application whose delivery timeout the outage outlasts: told, not dropped.
+            failover.send(impatient, short, teams, 300)
+
+    failover.send(p, steady, teams, 100_000, rate=5000, between=between)
+    back.join(240)
+    assert "up" in down, "the broker did not come back"
+    with pytest.raises(DeliveryFailed, match="Message timed out"):
+        impatient.flush_or_raise()
+    # The same producer objects carry on once the broker is back: no restart, no reset.
+    after = Ledger(run=short.run)
+    failover.send(impatient, after, teams, 300)
+    impatient.flush()
+    p.flush_or_raise()
+
+    t = tally(lone, steady)
+    print(f"\nsingle broker, {t.sent} events, kill -9 after 30000: acked {t.acked}, "
+          f"failed {t.failed}, acknowledged lost {t.acked_lost}, duplicated {t.duplicated}; "
+          f"down {down['up'] - down['killed']:.1f}s; test {time.monotonic() - t0:.0f}s")
+    assert t.sent == 100_000
+    assert (t.acked, t.failed, t.unreported, t.acked_lost, t.duplicated) == (100_000, 0, 0, 0, 0)
+
+    gave_up = tally(lone, short)  # sent while the broker was down, timed out before it returned
+    assert (gave_up.sent, gave_up.failed, gave_up.unreported) == (300, 300, 0)
+    assert set(short.failed.values()) == {"Local: Message timed out"}
+    assert gave_up.failed_present == 0  # never left the producer: not in the topic either
+    recovered = tally(lone, after)
+    assert (recovered.acked, recovered.unreported, recovered.duplicated) == (300, 0, 0)
+    assert recovered.acked_lost == 0
+
+
+# ---------------------------------------------------------------- three brokers
+
+
+@pytest.fixture(scope="module")
+def trio(kafka_cluster3, registry):
+    apply_registry(kafka_cluster3, registry)
+    return kafka_cluster3
+
+
+def set_min_isr(cluster, value: str | None) -> None:
+    """A dynamic min.insync.replicas on llm_usage (None: back to the broker's)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    op = AlterConfigOpType.SET if value else AlterConfigOpType.DELETE
+    res = ConfigResource(ResourceType.TOPIC, failover.TOPIC, incremental_configs=[
+        ConfigEntry("min.insync.replicas", value or "", incremental_operation=op)])
+    admin = cluster.admin_client()
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(timeout=60)
+
+
+def wait_until_refused(cluster, registry, schemas, teams: list[str], timeout: float = 120):
+    """Until a write to each partition being written is refused with NOT_ENOUGH_REPLICAS:
+    a topic's new min.insync.replicas reaches its leaders through the metadata log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = Ledger()
+        q = producer(cluster, registry, schemas, retries=1, **SHORT)  # answers in ~0.1 s
+        failover.send(q, probe, teams, len(teams))
+        q.flush()
+        if len(probe.failed) == len(teams) and all(
+                "NOT_ENOUGH_REPLICAS" in e for e in q.counts.errors):
+            return
+    pytest.fail(f"min.insync.replicas=3 not in force after {timeout:.0f}s")
+
+
+def test_leader_kill_then_a_second_broker(trio, registry, schemas):
+    t0 = time.monotonic()
+    lead = failover.leaders(trio.admin)
+    victim = lead[0]
+    written = {p for p, b in lead.items() if b == victim}
+    ledger = Ledger()
+    teams = failover.team_keys(written, len(lead), f"team_{ledger.run}")
+    p = producer(trio, registry, schemas)
+    killed: dict[str, float] = {}
+
+    def between(i: int) -> None:
+        if i == 3000:
+            kafka.kill(home_of(trio), victim)
+            killed["at"] = time.monotonic()
+
+    # 1. The leader of every partition being written dies mid-stream.
+    failover.send(p, ledger, teams, 20_000, rate=1000, between=between)
+    p.flush_or_raise()
+    resume = ledger.resume_seconds(killed["at"])
+    t = tally(trio, ledger)
+    print(f"\n3 brokers, {t.sent} events to partitions {sorted(written)} led by broker {victim}, "
+          f"kill -9 after 3000: acked {t.acked}, acknowledged lost {t.acked_lost}, duplicated "
+          f"{t.duplicated}, acknowledgements resumed after {resume:.1f}s")
+    assert (t.acked, t.failed, t.unreported, t.acked_lost, t.duplicated) == (20_000, 0, 0, 0, 0)
+    assert resume is not None and resume < 30  # the target: a failover costs seconds
+
+    # 2. One broker down, two in sync: a topic that demands three refuses acks=all writes
+    # with NOT_ENOUGH_REPLICAS. The library retries that for its ~28 s budget (a follower
+    # may come back), then hands the application the broker's own error.
+    set_min_isr(trio, "3")
+    try:
+        wait_until_refused(trio, registry, schemas, teams)
+        refused = Ledger(run=ledger.run)
+        q = producer(trio, registry, schemas)  # the library's defaults
+        asked = time.monotonic()
+        failover.send(q, refused, teams, 50)
+        with pytest.raises(DeliveryFailed, match="NOT_ENOUGH_REPLICAS") as why:
+            q.flush_or_raise()
+        t2 = tally(trio, refused)
+        assert (t2.acked, t2.failed, t2.unreported, t2.failed_present) == (0, 50, 0, 0)
+        assert set(refused.failed.values()) == {"Broker: Not enough in-sync replicas"}
+        print(f"min ISR 3 with 2 in sync: 50 of 50 refused, told after {time.monotonic() - asked:.0f}s: "
+              f"{str(why.value)[:160]}")
+    finally:
+        set_min_isr(trio, None)
+
+    # 3. A second broker dies. Three combined nodes have lost two controllers: the metadata
+    # quorum is gone, so the leader cannot even shrink the ISR and nothing is acknowledged;
+    # each event is reported failed when its delivery timeout ends.
+    second = next(b for b in sorted(set(lead.values())) if b != victim)
+    kafka.kill(home_of(trio), second)
+    dark = Ledger(run=ledger.run)
+    q = producer(trio, registry, schemas, **SHORT)
+    failover.send(q, dark, teams, 50)
+    with pytest.raises(DeliveryFailed) as why:
+        q.flush_or_raise()
+    assert (len(dark.acked), len(dark.failed), len(dark.unreported)) == (0, 50, 0)
+    print(f"second broker killed: 50 of 50 unacknowledged, each reported: {str(why.value)[:160]}")
+
+    # 4. One comes back: the quorum returns, writes are acknowledged again, nothing lost.
+    restart(trio, {victim})
+    resumed = Ledger(run=ledger.run)
+    failover.send(p, resumed, teams, 2000)
+    p.flush_or_raise()
+    restart(trio, {second})  # the module's cluster is whole again for the next test
+    whole = Ledger(run=ledger.run, sent=ledger.sent | resumed.sent,
+                   acked=ledger.acked | resumed.acked)
+    t4 = tally(trio, whole)
+    maybe = {i: n for i, n in failover.ids_in_topic(trio.admin, dark).items() if i in dark.sent}
+    print(f"after the second kill: {len(dark.failed)} reported failed ({sum(maybe.values())} of "
+          f"them possibly persisted, in the topic once); after one broker came back: "
+          f"{len(resumed.acked)} acked; overall acknowledged lost {t4.acked_lost}, duplicated "
+          f"{t4.duplicated}; test {time.monotonic() - t0:.0f}s")
+    assert (t4.acked, t4.acked_lost, t4.duplicated) == (22_000, 0, 0)
+    assert all(n == 1 for n in maybe.values())  # a failed event is never in twice
+
+
+# ---------------------------------------------------------------- the jobs through a failover
+
+
+def test_leader_kill_while_analytics_ingest_and_billing_agg_run(trio, registry, schemas, tmp_path):
+    """Both jobs run continuously on the 3-broker cluster while the leader of llm_usage's
+    partition 0 is killed and events keep coming; afterwards ClickHouse holds each event
+    exactly once and billing is exact to the micro-dollar, with no window billed twice."""
+    from hanzo_stream.jobs import process
+
+    from .test_spark_jobs import (
+        assert_caught_up,
+        billing_events,
+        chdb_query,
+        expected_billing,
+        fast_specs,
+        insights,
+        job_env,
+        usage,
+    )
+
+    t0 = time.monotonic()
+    run = uuid.uuid4().hex[:8]
+    consumers = fast_specs(tmp_path, "analytics-ingest", trigger="1s")
+    fast_specs(tmp_path, "billing-agg", trigger="2s")
+    jobs = {"analytics-ingest": "analytics-ingest", "billing-agg": "billing-aggregator"}
+    victim = failover.leaders(trio.admin)[0]
+    killed, back, phases = False, None, {}
+    for name, principal in jobs.items():
+        process.start(name, tmp_path, job_env(trio, principal, tmp_path),
+                      registry=ROOT / "topics.yaml", consumers=consumers, cwd=ROOT)
+    try:
+        def batches(name: str) -> int:
+            return sum(1 for f in (tmp_path / "jobs" / name / "checkpoint").glob("*/commits/*")
+                       if f.name.isdigit())
+
+        deadline = time.monotonic() + 300
+        while not all(batches(n) for n in jobs) and time.monotonic() < deadline:
+            for n in jobs:
+                assert process.status(n, tmp_path)["running"], process.log_tail(n, tmp_path, 40)
+            time.sleep(1)
+        assert all(batches(n) for n in jobs), "the jobs did not start"
+        phases["jobs up"] = time.monotonic() - t0
+
+        day = datetime(2034, 6, 7, tzinfo=UTC)
+        clicks = [insights(run, i, day + timedelta(hours=9, milliseconds=i)) for i in range(3000)]
+        spend = [usage(run, "abc"[i % 3], "xy"[i % 2], day + timedelta(hours=10, seconds=2 * i), i)
+                 for i in range(1200)]
+        capture = EventProducer.connect(trio.as_("insights-capture"), stage="insights-capture",
+                                        registry=registry, schemas=schemas)
+        gateway = producer(trio, registry, schemas)
+        start = time.monotonic()
+        for i, (c, s) in enumerate(zip(clicks[:1200], spend, strict=True)):
+            if i == 300:
+                kafka.kill(home_of(trio), victim)
+                killed = True
+            capture.send(c)
+            gateway.send(s)
+            ahead = start + (i + 1) / 60 - time.monotonic()  # ~120 events/s for 20 s
+            if ahead > 0:
+                gateway.poll(ahead)
+            capture.poll(0)
+        for c in clicks[1200:]:
+            capture.send(c)
+        capture.flush_or_raise()
+        gateway.flush_or_raise()
+        # Closes 10:00-11:00 once the job has seen it (watermark 10 min): produced last, so
+        # no event of this run can be behind the watermark.
+        closer = usage(run, "a", "x", day + timedelta(hours=11, minutes=45), 7)
+        gateway.send(closer)
+        gateway.flush_or_raise()
+        phases["produced"] = time.monotonic() - t0
+        back = threading.Thread(target=restart, args=(trio, {victim}), daemon=True)
+        back.start()  # the broker returns while the jobs catch up
+
+        want = expected_billing(spend + [closer], day + timedelta(hours=11, minutes=35),
+                                "hanzo-stream/billing-agg")
+        assert len(want) == 6  # teams a, b, c x orgs x, y in the closed hour
+
+        def done() -> bool:
+            return len(billing_events(trio, run)) >= len(want)
+
+        deadline = time.monotonic() + 300
+        while not done() and time.monotonic() < deadline:
+            for n in jobs:
+                assert process.status(n, tmp_path)["running"], process.log_tail(n, tmp_path, 40)
+            time.sleep(2)
+        phases["billed"] = time.monotonic() - t0
+        time.sleep(5)  # one more trigger of each: a replayed window would show up now
+    finally:
+        stoppers = [threading.Thread(target=process.stop, args=(n, tmp_path)) for n in jobs]
+        for s in stoppers:
+            s.start()
+        for s in stoppers:
+            s.join(120)
+        if back is not None:
+            back.join(240)
+        elif killed:
+            restart(trio, {victim})
+    phases["stopped"] = time.monotonic() - t0
+    assert_caught_up(trio, "analytics-ingest", "events_plugin_ingestion")
+    assert_caught_up(trio, "billing-agg", "llm_usage")
+    got = billing_events(trio, run)
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    (row,) = chdb_query(tmp_path / "jobs" / "analytics-ingest" / "chdb",
+                        f"SELECT count() AS n, uniqExact(id) AS ids FROM events "
+                        f"WHERE team_id IN ({teams})")
+    print(f"\njobs through a leader kill (broker {victim}, {len(clicks)} insights + "
+          f"{len(spend) + 1} usage events): ClickHouse rows {row['n']} for {row['ids']} unique "
+          f"ids; billing events {len(got)} for {len(want)} closed windows; test "
+          f"{time.monotonic() - t0:.0f}s (" + ", ".join(f"{k} {v:.0f}s" for k, v in phases.items())
+          + ")")
+    assert row == {"n": len(clicks), "ids": len(clicks)}
+    assert {e["data"]["billing_id"]: e for e in got} == want  # exact Decimal totals
+    assert len(got) == len(want), "a window was billed twice"
