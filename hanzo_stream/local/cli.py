@@ -26,13 +26,15 @@ RegistryOpt = Annotated[Path, typer.Option("--registry", "-r")]
 @app.command()
 def up(
     only: Annotated[str | None, typer.Option(help="Comma-separated components, e.g. kafka.")] = None,
-    brokers: Annotated[int, typer.Option(help="1, or 3 for replication (RF 3, min ISR 2).")] = 1,
+    brokers: Annotated[int | None, typer.Option(
+        help="A new cluster's size: 1, or 3 for replication (RF 3, min ISR 2). Default: 1, or "
+             "the size the cluster already has.")] = None,
     wait: Annotated[float, typer.Option(
         help="Seconds to watch the pipeline until every part has delivered (0: don't watch).")] = 600,
     registry: RegistryOpt = Path("topics.yaml"),
 ) -> None:
     """Start the platform (or --only some of it), then watch events flow; safe to re-run."""
-    if brokers not in (1, 3):
+    if brokers not in (None, 1, 3):
         raise typer.BadParameter("use 1 or 3 brokers", param_hint="--brokers")
     ctx = platform.context(registry, console, brokers)
     try:
@@ -109,6 +111,22 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
     if p.get("error"):
         t.add_row("error", escape(p["error"]))
     return t
+
+
+@app.command()
+def scale(brokers: Annotated[int, typer.Option(help="The new number of brokers (3 or more).")],
+          registry: RegistryOpt = Path("topics.yaml")) -> None:
+    """Add brokers to the running cluster, live: each joins the controller quorum too."""
+    if brokers < 3:
+        raise typer.BadParameter("a cluster grows to 3 brokers or more", param_hint="--brokers")
+    ctx = platform.context(registry, console)
+    try:
+        with console.status(f"growing the cluster to {brokers} brokers ..."):
+            summary = platform.scale(ctx, brokers)
+    except Exception as e:
+        console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]✓[/green] kafka: {escape(summary)}")
 
 
 @app.command()

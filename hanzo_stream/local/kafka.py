@@ -176,7 +176,7 @@ def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSe
     )
 
 
-def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
+def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: int = 768,
           jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0,
           wrong_name_listener: bool = False, only: set[int] | None = None) -> LocalCluster:
     """Start (or resume) the cluster in `home` and wait until its brokers serve SASL_SSL.
@@ -185,12 +185,16 @@ def start(home: Path, creds: Credentials, brokers: int = 1, heap_mb: int = 768,
     wrong_name_listener: also serve a WRONGNAME listener whose certificate (same CA) is for
     tls.WRONG_NAME, so tests can prove that clients refuse a name mismatch. Kept once set.
     only: start just these node ids (a failure test bringing one node back); default all.
+    brokers: the size of a new cluster (default 1); an existing one keeps its own size (grow
+    it with scale()).
     """
     home.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(home)
-    if cluster and len(cluster.nodes) != brokers:
-        raise BrokerFailed(f"{home} holds a {len(cluster.nodes)}-broker cluster; run "
-                           "`hanzo-stream local down --purge` first to change the size")
+    if cluster and brokers is not None and len(cluster.nodes) != brokers:
+        raise BrokerFailed(f"{home} holds a {len(cluster.nodes)}-broker cluster, not {brokers}: "
+                           f"grow it with `hanzo-stream local scale --brokers {brokers}`, or "
+                           "`hanzo-stream local down --purge` first to start over")
+    brokers = brokers or 1
     if cluster and not cluster.initial_voters:
         raise BrokerFailed(
             f"{home} holds a cluster formatted by Kafka {cluster.kafka_version or '3.x'} with a "
@@ -350,3 +354,95 @@ def is_running(home: Path) -> bool:
     cluster = LocalCluster.load(home)
     return bool(cluster) and all(
         _alive(n.get("pid"), _marker(cluster, n)) for n in cluster.nodes)
+
+
+def scale(home: Path, creds: Credentials, brokers: int, heap_mb: int = 768,
+          jmx_agent: tuple[Path, Path] | None = None, timeout: float = 180.0) -> LocalCluster:
+    """Grow the running cluster in `home` to `brokers` nodes, live (KIP-853).
+
+    Each new node formats with `--no-initial-controllers` (it is not an initial voter), joins
+    as a broker and a quorum observer, and is then added as a voter, one at a time, by
+    add_controller. Existing partitions stay where they are: raising their replication factor
+    is the reconciler's job (a registry edit + apply). Shrinking is refused.
+    """
+    cluster = LocalCluster.load(home)
+    if cluster is None or not is_running(home):
+        raise BrokerFailed(f"no running cluster in {home}: `hanzo-stream local up` first")
+    have = len(cluster.nodes)
+    if brokers < have:
+        raise BrokerFailed(f"{home} runs {have} brokers; scale only adds brokers (moving "
+                           "replicas off a broker before removing it is not automated)")
+    if brokers == 2:
+        raise BrokerFailed("use 1 or at least 3 brokers: a 2-voter quorum survives no failure")
+    per_node = 5 if cluster.wrong_name_ports else 4
+    ports = free_ports(per_node * (brokers - have))
+    for k, node_id in enumerate(range(have + 1, brokers + 1)):
+        p = ports[per_node * k:per_node * (k + 1)]
+        cluster.nodes.append({"node_id": node_id, "host": "127.0.0.1", "client_port": p[0],
+                              "internal_port": p[1], "controller_port": p[2], "pid": None})
+        cluster.jmx_ports.append(p[3])
+        if cluster.wrong_name_ports:
+            cluster.wrong_name_ports.append(p[4])
+    cluster.save()
+    new = set(range(have + 1, brokers + 1))
+    cluster = start(home, creds, brokers, heap_mb, jmx_agent, timeout, only=new)
+    for node_id in sorted(new):
+        add_controller(cluster, node_id, creds.admin, timeout)
+    return cluster
+
+
+def quorum_status(cluster: LocalCluster, admin_password: str) -> dict[str, list[int]]:
+    """The controller quorum as its leader sees it: {"voters": [...], "observers": [...]}."""
+    out = _quorum_tool(cluster, admin_password, ["describe", "--status"])
+    ids: dict[str, list[int]] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("CurrentVoters", "CurrentObservers"):
+            ids[key.strip()[7:].lower()] = sorted(v["id"] for v in json.loads(value))
+    return ids
+
+
+def add_controller(cluster: LocalCluster, node_id: int, admin_password: str,
+                   timeout: float = 180.0) -> None:
+    """Make an observer node a voter of the controller quorum (idempotent).
+
+    `kafka-metadata-quorum add-controller` runs with the new node's own configuration: it
+    reads the node id and the metadata log's directory id from it. The controller refuses an
+    add while another voter change is in flight, or before the node has caught up; both are
+    retried until `timeout`.
+    """
+    props = cluster.node_dir(node_id) / "server.properties"
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            if node_id in quorum_status(cluster, admin_password).get("voters", []):
+                return
+            _quorum_tool(cluster, admin_password, ["add-controller"], own_config=props)
+        except BrokerFailed as e:
+            last = str(e)
+            time.sleep(1)
+    raise BrokerFailed(f"node {node_id} did not become a controller voter in {timeout:.0f}s: "
+                       f"{last[-1500:]}")
+
+
+def _quorum_tool(cluster: LocalCluster, admin_password: str, args: list[str],
+                 own_config: Path | None = None) -> str:
+    """Run Kafka's MetadataQuorumCommand against the nodes' controller endpoints,
+    logged in as the admin; the password goes through a 0600 file, never the command line."""
+    conn = cluster.connection("admin", admin_password, mechanism="PLAIN")
+    props = {k: v for k, v in conn.java().items() if k != "bootstrap.servers"}
+    text = own_config.read_text() if own_config else ""
+    cfg = Path(cluster.home) / f".quorum-{os.getpid()}.properties"
+    cfg.touch(mode=0o600)
+    try:
+        cfg.write_text(text + to_server_properties(props))
+        run = subprocess.run(
+            [_java(), "-cp", jars.kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
+             "--bootstrap-controller", ",".join(f"127.0.0.1:{n['controller_port']}" for n in cluster.nodes),
+             "--command-config", str(cfg), *args], capture_output=True, text=True, timeout=120)
+    finally:
+        cfg.unlink(missing_ok=True)
+    if run.returncode != 0:
+        raise BrokerFailed(f"kafka-metadata-quorum {' '.join(args)}: {(run.stderr or run.stdout)[-1500:]}")
+    return run.stdout

@@ -54,7 +54,7 @@ class Context:
     home: Path
     registry: Registry
     console: Console
-    brokers: int = 1
+    brokers: int | None = None  # a new cluster's size (default 1); a running one keeps its own
     settle_s: float = JOB_SETTLE_S
 
     @property
@@ -345,7 +345,7 @@ def service_exports(ctx: Context) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in urls.items() if v)
 
 
-def context(registry_path: Path, console: Console, brokers: int = 1) -> Context:
+def context(registry_path: Path, console: Console, brokers: int | None = None) -> Context:
     return Context(state_dir(), load_registry(registry_path), console, brokers)
 
 
@@ -370,6 +370,19 @@ def up(ctx: Context, only: set[str] | None = None) -> list[str]:
         else:
             ctx.console.print(f"[green]✓[/green] {comp.name}: {summary}")
     return failed
+
+
+def scale(ctx: Context, brokers: int) -> str:
+    """Grow the running local cluster to `brokers` (kafka.scale), and let Prometheus scrape
+    the new brokers. Replication factors are the registry's: the next step is an apply."""
+    c = kafka.scale(ctx.home / "kafka", ctx.creds, brokers,
+                    jmx_agent=(jars.jmx_exporter_agent(), JMX_RULES_FILE))
+    voters = kafka.quorum_status(c, ctx.creds.admin).get("voters", [])
+    if prometheus.url(ctx.home / "prometheus"):
+        _prometheus_start(ctx)  # re-renders the scrape targets and reloads
+    return (f"{len(c.nodes)} brokers at {c.bootstrap}; controller voters {voters}. Existing "
+            "topics keep their replication factor until the registry raises it: set "
+            "`replication: {profile: cluster}` in topics.yaml, then `hanzo-stream apply`")
 
 
 def down(ctx: Context, purge: bool = False) -> None:

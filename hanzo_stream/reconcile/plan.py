@@ -93,9 +93,16 @@ def profile_of(reg: Registry, state: ClusterState) -> Replication:
     return Replication.for_cluster(len(state.brokers))
 
 
+#: Kafka's own topics that a registry profile raises too (never lowers, never reconfigures
+#: otherwise): on a cluster grown from one broker they were created with RF 1, and a group
+#: coordinator on one broker takes every consumer group's committed position down with it.
+KAFKA_OWN_REPLICATED = ("__consumer_offsets", "__transaction_state")
+
+
 def desired_replication(reg: Registry, state: ClusterState) -> dict[str, tuple[int, int]]:
     """topic -> (replication factor, min ISR), for each registry topic whose replication is
-    managed: it states its own factor, or the registry names a profile."""
+    managed: it states its own factor, or the registry names a profile. With a profile,
+    Kafka's own topics (KAFKA_OWN_REPLICATED) are in it when they are below its factor."""
     profile = profile_of(reg, state)
     out = {}
     for t in reg.topics:
@@ -103,6 +110,11 @@ def desired_replication(reg: Registry, state: ClusterState) -> dict[str, tuple[i
             profile.default_replication_factor if reg.replication_profile else None)
         if rf:
             out[t.name] = (rf, profile.min_isr_for(rf))
+    rf = profile.default_replication_factor
+    for name in KAFKA_OWN_REPLICATED if reg.replication_profile else ():
+        live = state.topics.get(name)
+        if live and live.replication_factor < rf <= len(state.brokers):
+            out[name] = (rf, profile.min_isr_for(rf))
     return out
 
 
@@ -151,6 +163,15 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                  for k, v in desired_cfg.items() if live.configs.get(k) != v}
         if drift:
             changes.append(AlterTopicConfigs(t.name, drift))
+
+    for name in sorted(set(growing) - {t.name for t in reg.topics}):  # Kafka's own topics
+        changes.append(_raise(state.topics[name], want[name], profile_of(reg, state), placed, opts))
+    for name in KAFKA_OWN_REPLICATED:  # an interrupted move of theirs leaves a throttle behind
+        live = state.topics.get(name)
+        if live and name not in growing and set(replication.TOPIC_THROTTLES) & live.dynamic:
+            changes.append(ClearThrottle(name, {k: Diff(live.configs.get(k), None)
+                                                for k in replication.TOPIC_THROTTLES
+                                                if k in live.dynamic}))
 
     declared = {t.name for t in reg.topics}
     strays = sorted(n for n in state.topics if n not in declared and not is_internal(n))
@@ -210,7 +231,8 @@ def _check_replication(reg: Registry, state: ClusterState, want: dict[str, tuple
     growing = {}
     for name, (rf, _) in sorted(want.items()):
         live = state.topics.get(name)
-        where = (f"{f}: topics[{name}].replication_factor" if reg.topic(name).replication_factor
+        own = next((t.replication_factor for t in reg.topics if t.name == name), None)
+        where = (f"{f}: topics[{name}].replication_factor" if own
                  else f"{f}: replication.profile ({reg.replication_profile}) for topic {name}")
         if live is None:
             if state.brokers and rf > len(state.brokers):

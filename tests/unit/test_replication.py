@@ -178,6 +178,29 @@ def test_more_replicas_than_brokers_is_refused(registry):
     assert make_plan(reg, state, ALL_PW).changes == []
 
 
+def test_kafkas_own_topics_follow_the_profile_up_never_down(registry):
+    """__consumer_offsets created on one broker is RF 1: the grown cluster raises it with the
+    registry's topics (or one broker's loss takes every group's position); never lowers it."""
+    reg, state = _grown(registry)
+    offsets = topic("__consumer_offsets", 50, 1, {"cleanup.policy": "compact"})
+    state = dataclasses.replace(state, topics=state.topics | {offsets.name: offsets})
+    plan = make_plan(reg, state, ALL_PW)
+    assert not plan.errors
+    [c] = [c for c in plan.of(RaiseReplication) if c.topic == "__consumer_offsets"]
+    assert c.replication_factor == Diff(1, 3) and len(c.moves) == 50
+    after = simulate(state, plan)
+    assert after.topics["__consumer_offsets"].replication_factor == 3
+    assert after.topics["__consumer_offsets"].configs["cleanup.policy"] == "compact"
+    assert make_plan(reg, after, ALL_PW).changes == []
+    # a profile below what Kafka's own topic has: left alone, not refused
+    single = dataclasses.replace(reg, replication_profile="single")
+    assert not [e for e in make_plan(single, after, ALL_PW).errors if "__consumer_offsets" in e]
+    assert not [c for c in make_plan(single, after, ALL_PW).changes if c.target == "__consumer_offsets"]
+    # no profile: Kafka's own topics are not the registry's business
+    none = dataclasses.replace(reg, replication_profile=None)
+    assert not [c for c in make_plan(none, state, ALL_PW).changes if c.target == "__consumer_offsets"]
+
+
 def _interrupted(state: ClusterState, plan: Plan, topic_name: str, done: set[int]) -> ClusterState:
     """The cluster after apply started the move of `topic_name` and was interrupted: partitions
     in `done` finished, the others run; the throttle is on."""
