@@ -370,7 +370,11 @@ def classify(contract: Contract, df):
     one_doc = (root.present & ~F.col("_c_more")
                & (~raw.contains("]")
                   | F.json_object_keys(F.concat(F.lit('{"x":'), raw, F.lit("}"))).isNotNull()))
-    stripped = F.regexp_replace(raw, r'"(?:[^"\\]|\\.)*"', '""')
+    # String values blanked in two linear passes (escapes out, then each quoted run): the one
+    # pattern `"(?:[^"\\]|\\.)*"` recurses once per character in Java's regex engine and
+    # overflows the task's stack on a long string value.
+    unescaped = F.regexp_replace(raw, r"(?s)\\.", "_")
+    stripped = F.regexp_replace(unescaped, r'"[^"]*"', '""')
     huge = F.exists(F.regexp_extract_all(stripped, F.lit(r"-?[0-9.]+[eE][+-]?[0-9]+"), F.lit(0)),
                     lambda n: F.abs(n.try_cast("double")) == float("inf"))
     entries = [

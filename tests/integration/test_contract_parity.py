@@ -153,3 +153,17 @@ def test_nesting_limit_is_the_same_on_both_sides(spark):
     assert_same_or_report = [client_verdict("llm_usage", v) for v in values]
     assert job_verdicts(spark, "llm_usage", values) == assert_same_or_report
     assert "json.malformed" in assert_same_or_report
+
+
+def test_long_string_values_are_checked_not_crashed(spark):
+    """A long string value (a big prompt, a stack trace in an audit reason), with and without
+    escapes, gets the client's verdict: the contract's string-blanking regex stays linear in
+    Java's engine, where an alternation under `*` recursed per character and overflowed."""
+    event = VALID[0]  # an llm.usage.completed: unknown fields are refused, so an extra is too
+    text = json.dumps(event)
+    values = [
+        text.replace('"data": {', '"data": {"x": "' + body + '", ', 1).encode()
+        for body in ("a" * 200_000, 'ab\\"' * 50_000, "\\\\" * 60_000 + "1e999")
+    ] + [text.replace('"data": {', '"data": {"x": 1e999, "y": "' + "z" * 100_000 + '", ', 1).encode()]
+    outcomes = assert_same(spark, "llm_usage", values)
+    assert len(outcomes) >= 2, outcomes  # a number out of range is told from a long string
