@@ -13,6 +13,11 @@ and the pod's place in the dynamic controller quorum (the `kafka-storage format`
 (`${HOSTNAME##*-}`); all the other keys are plain container environment variables,
 identical for every pod.
 
+Growing the quorum: pods with an ordinal at or above the number of founding controllers
+format with `--no-initial-controllers` and start as observers; `join_script()` is the
+sidecar that makes such a pod a voter (`kafka-metadata-quorum add-controller`, which must
+run with the pod's own server.properties and data volume).
+
 Why not the apache/kafka image's own entrypoint (/etc/kafka/docker/run): its `launch`
 formats storage with static voters only (KafkaDockerWrapper refuses a quorum without
 `controller.quorum.voters`), its `configure` demands JKS keystores and password files as
@@ -45,6 +50,8 @@ JAAS_SECRET, JAAS_KEY = "kafka-broker-jaas", "jaas.properties"
 CLUSTER_ID_SECRET, CLUSTER_ID_KEY = "kafka-cluster-id", "cluster-id"
 TLS_SECRET = "kafka-tls"
 JAAS_ENV = "HANZO_KAFKA_JAAS"
+ADMIN_JAAS_ENV = "HANZO_ADMIN_JAAS"  # the join sidecar's client login, from the kafka-admin Secret
+VOTER_MARKER = "voter"  # written by the join sidecar once this pod is a voter: its readiness
 
 # JVM and image variables that apache/kafka's own entrypoint does not treat as properties.
 JVM_VARS = frozenset({"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_OPTS",
@@ -60,6 +67,7 @@ class Paths:
     data_dir: str = "/var/lib/kafka"  # the persistent volume
     jmx_dir: str = "/opt/hanzo/jmx"  # emptyDir filled by the init container
     jmx_rules_dir: str = "/opt/hanzo/jmx-rules"  # ConfigMap with the rules file
+    join_dir: str = "/tmp"  # the join sidecar's memory emptyDir: its command config, marker
 
     @property
     def log_dirs(self) -> str:
@@ -112,9 +120,17 @@ def directory_id(top: Topology, ordinal: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def initial_voters(top: Topology) -> dict[int, str]:
-    """The controller quorum a new stack forms: every pod of the StatefulSet."""
-    return {i: directory_id(top, i) for i in range(top.brokers)}
+def initial_voters(top: Topology, founders: int | None = None) -> dict[int, str]:
+    """The controller quorum the stack was founded with: pods 0 .. founders-1 (default: every
+    pod, a new stack). Pods above it were added later and must join, never found: formatting
+    them as founders would let two empty voters outvote the one that holds the metadata."""
+    n = top.brokers if founders is None else founders
+    if not 1 <= n <= top.brokers or n == 2:
+        raise ValueError(
+            f"the controller quorum was founded with {n} pods but the stack has {top.brokers} "
+            "brokers: a quorum is founded by 1 or 3+ pods and the program does not shrink it "
+            "(see docs/runbooks/scaling-1-to-3.md; `initialControllers` overrides the record)")
+    return {i: directory_id(top, i) for i in range(n)}
 
 
 @dataclass(frozen=True)
@@ -131,7 +147,9 @@ class Rendered:
         return {k: merged[k] for k in self.order}
 
 
-def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Paths()) -> Rendered:
+def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Paths(),
+           founders: int | None = None) -> Rendered:
+    """broker_config() of every pod; `founders`: how many pods founded the quorum (None: all)."""
     pods = [broker_settings(top, i, overrides, paths) for i in range(top.brokers)]
     cfgs = [broker_config(s) for s in pods]
     first = cfgs[0]
@@ -139,7 +157,7 @@ def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Path
         k for c in cfgs[1:] for k in first if c.get(k) != first[k]}
     common = {k: v for k, v in first.items() if k not in varying}
     per_pod = tuple({k: c[k] for k in first if k in varying} for c in cfgs)
-    voters = initial_voters(top)
+    voters = initial_voters(top, founders)
     fmt = tuple(tuple(quorum_format_args(s, voters)) for s in pods)
     return Rendered(tuple(first), common, per_pod, fmt)
 
@@ -202,6 +220,82 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         f'{bin_}/kafka-storage.sh format --ignore-formatted --cluster-id "${flavor.cluster_id_var}"'
         ' --config "$conf" "$@"',
         f'exec {bin_}/kafka-server-start.sh "$conf"',
+        "",
+    ])
+
+
+def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
+    """The POSIX sh script of the join sidecar: make this pod a voter of the quorum.
+
+    Idempotent, so it runs in every broker pod: it asks the quorum (through the other pods'
+    controller endpoints) for `describe --replication`; a pod already among the voters with
+    this volume's directory id (a founder, or a pod that joined before) only marks itself
+    ready. An observer that has caught up runs `add-controller` with a command config made
+    of the pod's own server.properties (node.id, controller listener, log.dirs: the tool
+    reads the directory id from meta.properties) plus the admin's client login. Kafka takes
+    one voter change at a time and refuses the others ("timed out waiting for leader to
+    handle previous add voter request"); every failure is retried after a fresh describe.
+    A voter with another directory id means this pod lost its volume: that needs a person
+    (remove-controller of the old directory), so the script only says so and stays unready.
+    """
+    def peers(i: int) -> str:  # the other pods' controller endpoints
+        return ",".join(f"{n.host}:{n.controller_port}" for n in top.nodes if n.node_id != i)
+
+    cases = [f"  {i}) peers={_q(peers(i))} ;;" for i in range(top.brokers)]
+    meta = f"{paths.log_dirs}/meta.properties"
+    return "\n".join([
+        "set -u",
+        "# Generated by infra/broker.py: make this pod a voter of the dynamic controller quorum.",
+        "trap 'exit 0' TERM INT",
+        'ordinal="${HOSTNAME##*-}"',
+        'case "$ordinal" in',
+        *cases,
+        f'  *) echo "hanzo-stream join: pod $HOSTNAME is not one of the {top.brokers} brokers" >&2;'
+        " exit 64 ;;",
+        "esac",
+        f"tool={_q(flavor.kafka_home + '/bin/kafka-metadata-quorum.sh')}",
+        f"conf={_q(paths.run_dir + '/server.properties')}",
+        f"meta={_q(meta)}",
+        f"work={_q(paths.join_dir)}",
+        'interval="${HANZO_JOIN_INTERVAL:-10}"',
+        'max_lag="${HANZO_JOIN_MAX_LAG:-100}"',
+        "umask 077",
+        f'rm -f "$work/{VOTER_MARKER}"',
+        'log() { echo "hanzo-stream join: $*" >&2; }',
+        'pause() { sleep "$1" & wait $!; }',
+        "quorum() {",
+        '  { cat "$conf"; echo security.protocol=SASL_SSL; echo sasl.mechanism=PLAIN;',
+        f"    printf 'sasl.jaas.config=%s\\n' \"${ADMIN_JAAS_ENV}\"; }} > \"$work/admin.properties\"",
+        '  "$tool" --bootstrap-controller "$peers" --command-config "$work/admin.properties" "$@" \\',
+        '    > "$work/out" 2> "$work/err"',
+        "}",
+        'until [ -s "$meta" ]; do log "waiting for the broker to format $meta"; pause "$interval"; done',
+        "dir=$(sed -n 's/^directory.id=//p' \"$meta\")",
+        "while :; do",
+        "  if quorum describe --replication; then",
+        '    state=$(awk -v id="$ordinal" -v dir="$dir" \'',
+        '      $1 == id && ($NF == "Leader" || $NF == "Follower") {',
+        '        v = ($2 == dir) ? "voter" : "stale " $2 }',
+        '      $1 == id && $NF == "Observer" { o = "observer " $4 }',
+        '      END { print (v != "" ? v : (o != "" ? o : "absent")) }\' "$work/out")',
+        '    case "$state" in',
+        f'      voter) : > "$work/{VOTER_MARKER}"; log "node $ordinal (directory $dir) is a voter"; break ;;',
+        '      stale*) log "node $ordinal is a voter with directory ${state#stale } but this volume is'
+        ' $dir: the pod lost its volume; see docs/runbooks/disaster-recovery-k8s.md" ;;',
+        "      observer*)",
+        '        lag="${state#observer }"',
+        '        if [ "$lag" -le "$max_lag" ] 2>/dev/null; then',
+        '          if quorum add-controller; then log "$(cat "$work/out")"',
+        '          else log "add-controller refused, retrying: $(head -n 1 "$work/err")"; fi',
+        '        else log "observer, lag $lag: catching up"; fi ;;',
+        '      *) log "node $ordinal is not fetching from the quorum yet" ;;',
+        "    esac",
+        "  else",
+        '    log "quorum not reachable yet: $(head -n 1 "$work/err")"',
+        "  fi",
+        '  pause "$interval"',
+        "done",
+        "while :; do pause 3600; done",
         "",
     ])
 

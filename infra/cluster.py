@@ -1,8 +1,18 @@
 """The KRaft cluster: StatefulSet, headless and client Services, PodDisruptionBudget.
 
-Combined mode: every pod is broker and controller, node id = pod ordinal, all pods are
-voters. Pods start in parallel (a quorum needs them all), keep their volumes when the
-StatefulSet is deleted or scaled down, and spread across nodes when there are 3+.
+Combined mode: every pod is broker and controller, node id = pod ordinal, every pod is
+(or becomes) a voter. Pods start in parallel (a quorum needs them all), keep their volumes
+when the StatefulSet is deleted or scaled down, and spread across nodes when there are 3+.
+
+With 3+ brokers each pod has a `join-quorum` sidecar (broker.join_script): pods added to a
+running stack start as observers and the sidecar makes them voters; the pod is ready only
+once it is a voter, so the PodDisruptionBudget and the StatefulSet's rolling update count a
+pod that is still joining as unavailable. Why in every pod and not only the joining ones:
+which pods join depends on the quorum's recorded founding size, a value Pulumi knows only
+after the first deployment, while the pod template must be plain data at preview (policy
+checks, schema validation); in a founding pod the sidecar finds itself among the voters
+and only marks the pod ready. A one-broker stack has no sidecar: its one pod founds the
+quorum, and growing it changes the pod template anyway.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from hanzo_stream.broker_config import Replication
 
 from . import broker
 from .broker import Flavor, Paths, Rendered
+from .credentials import ADMIN, user_secret
 from .settings import StackSettings
 from .topology import PORTS, Topology, labels
 
@@ -42,12 +53,51 @@ def pdb_max_unavailable(brokers: int) -> int:
     return max(1, rep.default_replication_factor - rep.min_insync_replicas)
 
 
+RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+              "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths = Paths()) -> dict:
+    """The sidecar that makes its pod a voter (broker.join_script), from the broker image.
+
+    It reads the pod's server.properties and meta.properties (read-only mounts of the run
+    directory and the data volume) and logs in as the admin, whose JAAS line comes from the
+    kafka-admin Secret by secretKeyRef. Ready = this pod is a voter."""
+    return {
+        "name": "join-quorum",
+        "image": s.broker_image,
+        "command": ["/bin/sh", "-c", broker.join_script(flavor, top, paths)],
+        "env": [
+            {"name": broker.ADMIN_JAAS_ENV, "valueFrom": {"secretKeyRef": {
+                "name": user_secret(ADMIN), "key": "sasl.jaas.config"}}},
+            {"name": "KAFKA_HEAP_OPTS", "value": "-Xms32m -Xmx128m"},  # a CLI, not a broker
+            {"name": "LOG_DIR", "value": paths.join_dir},  # kafka-run-class.sh mkdirs it
+        ],
+        "readinessProbe": {"exec": {"command": [
+            "/bin/sh", "-c", f"test -f {paths.join_dir}/{broker.VOTER_MARKER}"]},
+            "periodSeconds": 10},
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+                      "limits": {"cpu": "500m", "memory": "384Mi"}},
+        "securityContext": RESTRICTED,
+        "volumeMounts": [
+            {"name": "data", "mountPath": paths.data_dir, "readOnly": True},
+            {"name": "tls", "mountPath": paths.tls_dir, "readOnly": True},
+            {"name": "run", "mountPath": paths.run_dir, "readOnly": True},
+            {"name": "join", "mountPath": paths.join_dir},
+        ],
+    }
+
+
 def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jmx: JmxRules,
-                annotations: dict[str, Any], paths: Paths = Paths()) -> dict:
+                annotations: dict[str, Any], paths: Paths = Paths(),
+                script: Any = None) -> dict:
+    """The broker StatefulSet. `script`: the broker container's entrypoint when it depends on a
+    value known only at deployment (the recorded founding size); default: rendered from `r`."""
     env = broker.container_env(flavor, r, s.heapOpts, broker.jmx_opts(paths, jmx.file_name))
     sel = top.broker_labels
-    restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                  "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    restricted = RESTRICTED
+    if script is None:
+        script = broker.entrypoint(flavor, top, r, paths)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
@@ -74,7 +124,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         "containers": [{
             "name": "kafka",
             "image": s.broker_image,
-            "command": ["/bin/sh", "-c", broker.entrypoint(flavor, top, r, paths)],
+            "command": ["/bin/sh", "-c", script],
             "env": env,
             "ports": [_port("client"), _port("internal"), _port("controller"), _port("metrics")],
             "resources": {"requests": {"cpu": s.cpuRequest, "memory": s.memoryRequest},
@@ -106,6 +156,9 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         ],
     }
     if top.brokers >= 3:
+        pod_spec["containers"].append(join_container(s, top, flavor, paths))
+        pod_spec["volumes"].append(
+            {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
         pod_spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}]}}
         pod_spec["topologySpreadConstraints"] = [{

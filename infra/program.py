@@ -57,6 +57,24 @@ def cluster_id(s: StackSettings) -> pulumi.Output:
     return pulumi.Output.secret(rid.b64_url)  # Kafka's format: base64url of 16 bytes
 
 
+def founding_controllers(s: StackSettings) -> pulumi.Output:
+    """How many pods founded the controller quorum, recorded by the program itself.
+
+    A RandomInteger pinned to min = max = the stack's size at its first `pulumi up`, with
+    ignore_changes on both: later values of `brokers` never reach it, so raising `brokers`
+    on a running one-broker stack keeps the record at 1 and the new pods join instead of
+    founding a rival quorum. Nothing for the user to get right; `initialControllers`
+    overrides it only for a stack whose record is missing (e.g. state rebuilt) or wrong.
+    """
+    seed = s.initialControllers or s.brokers
+    record = random.RandomInteger(
+        "kafka-initial-controllers", min=seed, max=seed,
+        opts=pulumi.ResourceOptions(protect=s.protect, ignore_changes=["min", "max"]))
+    if s.initialControllers:
+        return pulumi.Output.from_input(s.initialControllers)
+    return record.result.apply(int)  # numbers cross the engine as floats
+
+
 def main(root: Path = ROOT) -> None:
     s = from_pulumi()
     registry_file = root / "topics.yaml"
@@ -83,7 +101,10 @@ def main(root: Path = ROOT) -> None:
         "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid}),
     }, *spark.user_secrets(top, _secret_setting("s3AccessKey"), _secret_setting("s3SecretKey"),
                            _secret_setting("clickhousePassword"), s.s3Endpoint)]
-    sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations)
+    founders = founding_controllers(s)
+    script = founders.apply(lambda n: broker.entrypoint(
+        flavor, top, broker.render(top, s.brokerConfigOverrides, founders=n)))
+    sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.service_account(top), *cluster.services(top), cluster.pdb(top),
              cluster.jmx_config_map(top, files.jmx)]
     apply_job = reconciler.manifests(s, top, registry_file.read_text())
@@ -150,6 +171,7 @@ def main(root: Path = ROOT) -> None:
     pulumi.export("namespace", top.namespace)
     pulumi.export("bootstrap", top.bootstrap)
     pulumi.export("brokers", top.brokers)
+    pulumi.export("initialControllers", founders)
     pulumi.export("image", s.broker_image)
     pulumi.export("clusterId", cid)
     pulumi.export("adminPassword", creds.admin)

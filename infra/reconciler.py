@@ -1,9 +1,11 @@
 """The reconciler as a Job: `hanzo-stream apply` against the cluster once brokers are ready.
 
 topics.yaml travels in an immutable ConfigMap whose name carries the file's content hash,
-and so does the Job's: a changed registry (or reconciler image/arguments) is a new Job,
-which Pulumi creates after the StatefulSet is ready and awaits to completion; an
-unchanged one is left alone, so `pulumi up` does not re-run it.
+and so does the Job's: a changed registry (or reconciler image/arguments, or number of
+brokers) is a new Job, which Pulumi creates after the StatefulSet is ready and awaits to
+completion; an unchanged one is left alone, so `pulumi up` does not re-run it. The broker
+count is in the hash because `replication.profile: cluster` means a different replication
+factor on a grown cluster: growing from 1 to 3 brokers re-runs apply, which raises it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ LABELS = labels("reconciler", "hanzo-stream-apply")
 
 def content_hash(registry_text: str, s: StackSettings) -> str:
     h = hashlib.sha256()
-    for part in (registry_text, s.reconcilerImage, "\0".join(s.reconcilerArgs)):
+    for part in (registry_text, s.reconcilerImage, "\0".join(s.reconcilerArgs), str(s.brokers)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:10]

@@ -1,11 +1,14 @@
 """Render a stack offline under Pulumi mocks: no cluster, no Pulumi CLI, no state.
 
     python -m infra.render dev [--out rendered.json] [--set key=value] [--secret key=value]
+                               [--existing resource-name='{"output": value}']
 
 Runs the real program with `pulumi.runtime.set_mocks` and writes every registered
 resource (inputs with secrets unwrapped, which input paths were secret, protect flag,
 dependencies), the stack outputs (value and secretness) and the values the mocks
-generated for passwords and keys, so tests can search the output for them. One stack
+generated for passwords and keys, so tests can search the output for them. `--existing`
+renders a later `pulumi up` of a stack that already has that resource: its outputs are the
+ones given (what the state holds), not the ones the inputs would produce. One stack
 per process: the Pulumi runtime keeps global state, so the tests start one per stack.
 The passwords and keys here are the mocks' inventions, never real ones.
 """
@@ -66,7 +69,7 @@ def _pem(kind: str) -> str:
 
 def render(stack: str, extra: dict[str, str] | None = None,
            extra_secrets: dict[str, str] | None = None, root: Path = ROOT,
-           via_main: bool = False) -> dict:
+           via_main: bool = False, existing: dict[str, dict] | None = None) -> dict:
     config, secret_keys = stack_config(stack, root)
     for k, v in (extra or {}).items():
         config[f"hanzo-stream:{k}"] = v
@@ -113,6 +116,9 @@ def render(stack: str, extra: dict[str, str] | None = None,
                 outputs["certPem"] = _pem("CERTIFICATE")
             elif t == "tls:index/certRequest:CertRequest":
                 outputs["certRequestPem"] = _pem("CERTIFICATE REQUEST")
+            elif t == "random:index/randomInteger:RandomInteger":
+                outputs["result"] = inputs["min"]  # min = max in this program
+            outputs |= (existing or {}).get(args.name, {})
             return f"{args.name}-id", outputs
 
         def call(self, args: pulumi.runtime.MockCallArgs):
@@ -121,6 +127,7 @@ def render(stack: str, extra: dict[str, str] | None = None,
     class Monitor(mocks.MockMonitor):
         def RegisterResource(self, request):
             options[request.name] = {"protect": bool(request.protect),
+                                     "ignore_changes": sorted(request.ignoreChanges),
                                      "dependencies": sorted(u.split("::")[-1]
                                                             for u in request.dependencies)}
             return super().RegisterResource(request)
@@ -157,10 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--secret", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--existing", action="append", default=[], metavar="NAME=JSON",
+                    help="outputs the state holds for resource NAME from an earlier up")
     ap.add_argument("--via-main", action="store_true", help="run infra/__main__.py as Pulumi does")
     a = ap.parse_args(argv)
     pairs = lambda xs: dict(x.split("=", 1) for x in xs)  # noqa: E731
-    result = render(a.stack, pairs(a.set), pairs(a.secret), via_main=a.via_main)
+    existing = {k: json.loads(v) for k, v in pairs(a.existing).items()}
+    result = render(a.stack, pairs(a.set), pairs(a.secret), via_main=a.via_main,
+                    existing=existing)
     text = json.dumps(result, indent=1, sort_keys=True, default=str)
     if a.out:
         a.out.write_text(text)

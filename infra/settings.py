@@ -41,7 +41,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("monitoringNamespace", "monitoring", "namespace of Prometheus; only it may scrape "
             "metrics ports"),
     Setting("clusterDomain", "cluster.local", "the cluster's DNS domain"),
-    Setting("brokers", 1, "combined broker+controller pods; 1 (dev) or 3+ (prod)"),
+    Setting("brokers", 1, "combined broker+controller pods; 1 (dev) or 3+ (prod). Raising it on "
+            "a running stack grows the controller quorum in place (docs/runbooks/scaling-1-to-3.md)"),
+    Setting("initialControllers", 0, "pods that formed the controller quorum when the stack "
+            "was created; 0: the size the program recorded at the stack's first `pulumi up` "
+            "(set it only for a stack whose record is missing or wrong; 1, or 3 up to `brokers`)"),
     Setting("imageFlavor", "apache", "`apache` (the official apache/kafka image, KAFKA_* "
             "variables) or `bitnami` (a Bitnami-layout image you name in `image`, "
             "KAFKA_CFG_* variables)"),
@@ -65,7 +69,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("certManagerIssuer", "", "issuer name, required when tlsMode is cert-manager"),
     Setting("certManagerIssuerKind", "ClusterIssuer", "`Issuer` or `ClusterIssuer`"),
     Setting("tlsExtraDnsNames", [], "extra DNS names on the broker certificate"),
-    Setting("protect", True, "protect the KRaft cluster id and the CA from `pulumi destroy`"),
+    Setting("protect", True, "protect the KRaft cluster id, the quorum's recorded founding "
+            "size and the CA from `pulumi destroy`"),
     Setting("reconcilerImage", "ghcr.io/hanzoai/hanzo-stream:0.1.0",
             "image with the hanzo-stream CLI (see docs/images.md)"),
     Setting("reconcilerArgs", ["apply"], "arguments of `hanzo-stream` in the reconciler Job"),
@@ -194,8 +199,25 @@ def _validate(v: dict[str, Any]) -> None:
         raise SettingsError("tlsMode cert-manager needs certManagerIssuer")
     if v["brokers"] < 1 or v["brokers"] == 2:
         raise SettingsError("brokers must be 1 or at least 3 (a 2-voter quorum survives no failure)")
+    _validate_initial_controllers(v["initialControllers"], v["brokers"])
     if v["imageDigest"] and not v["imageDigest"].startswith("sha256:"):
         raise SettingsError("imageDigest must look like sha256:<64 hex>")
+
+
+def _validate_initial_controllers(n: int, brokers: int) -> None:
+    """0 defers to the recorded founding size; anything else must be a quorum that could have
+    founded this stack: at least one pod, no more pods than the stack has, and never two."""
+    if n == 0:
+        return
+    fix = ("set it to the number of brokers the stack was created with (e.g. `pulumi config set "
+           "initialControllers 1` for a stack created with one broker), or `pulumi config rm "
+           "initialControllers` to use the size the program recorded")
+    if n < 0 or n > brokers:
+        raise SettingsError(f"{PROJECT}:initialControllers is {n} but must be between 1 and "
+                            f"brokers ({brokers}): {fix}")
+    if n == 2:
+        raise SettingsError(f"{PROJECT}:initialControllers cannot be 2 (a 2-voter quorum "
+                            f"survives no failure, so no stack is founded with two): {fix}")
 
 
 def secret_keys() -> list[str]:

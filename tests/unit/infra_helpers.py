@@ -22,12 +22,15 @@ class RenderFailed(RuntimeError):
 
 @cache
 def render(stack: str, sets: tuple[tuple[str, str], ...] = (),
-           secrets: tuple[tuple[str, str], ...] = ()) -> dict:
+           secrets: tuple[tuple[str, str], ...] = (),
+           existing: tuple[tuple[str, str], ...] = ()) -> dict:
+    """`existing`: (resource name, JSON of its outputs) the state holds from an earlier up."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "rendered.json"
         cmd = [sys.executable, "-m", "infra.render", stack, "--out", str(out)]
         cmd += [a for k, v in sets for a in ("--set", f"{k}={v}")]
         cmd += [a for k, v in secrets for a in ("--secret", f"{k}={v}")]
+        cmd += [a for k, v in existing for a in ("--existing", f"{k}={v}")]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise RenderFailed(proc.stderr[-4000:])
@@ -63,6 +66,11 @@ def kafka_container(rendered: dict) -> dict:
     return obj(rendered, "StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"][0]
 
 
+def join_container(rendered: dict) -> dict | None:
+    containers = obj(rendered, "StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"]
+    return next((c for c in containers if c["name"] == "join-quorum"), None)
+
+
 def env_map(container: dict) -> dict[str, dict]:
     return {e["name"]: e for e in container["env"]}
 
@@ -94,13 +102,19 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+def _flavor(rendered: dict):
+    from infra import broker
+
+    env = {e["name"] for e in kafka_container(rendered)["env"]}
+    return broker.FLAVORS["bitnami" if "KAFKA_KRAFT_CLUSTER_ID" in env else "apache"]
+
+
 def run_pod(rendered: dict, ordinal: int, tmp: Path) -> subprocess.CompletedProcess:
     """Run the container command as pod `ordinal` would, paths moved under `tmp`."""
     c = kafka_container(rendered)
     from infra import broker
 
-    flavor = broker.FLAVORS["bitnami" if "KAFKA_KRAFT_CLUSTER_ID" in {e["name"] for e in c["env"]}
-                            else "apache"]
+    flavor = _flavor(rendered)
     p = broker.Paths()
     moved = {p.tls_dir: tmp / "tls", p.run_dir: tmp / "run", p.data_dir: tmp / "data",
              flavor.kafka_home: tmp / "kafka"}
@@ -123,4 +137,33 @@ def run_pod(rendered: dict, ordinal: int, tmp: Path) -> subprocess.CompletedProc
             "PATH": os.pathsep.join(["/usr/bin", "/bin"])}
     assert c["command"][:2] == ["/bin/sh", "-c"]
     return subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def run_join(rendered: dict, ordinal: int, tmp: Path, tools: dict[str, str],
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the join-quorum sidecar's command as pod `ordinal` would: the pod's directories
+    under `tmp` (run_pod's layout, so run_pod's server.properties is the one it reads),
+    `tools` written to the image's Kafka bin directory, and `tmp/bin` (put fakes of
+    commands such as `sleep` there) first on PATH."""
+    from infra import broker
+
+    c = join_container(rendered)
+    assert c is not None and c["command"][:2] == ["/bin/sh", "-c"]
+    flavor, p = _flavor(rendered), broker.Paths()
+    script = c["command"][2].replace(f"work={p.join_dir}\n", f"work={tmp / 'join'}\n")
+    moved = {p.run_dir: tmp / "run", p.data_dir: tmp / "data", flavor.kafka_home: tmp / "kafka"}
+    for old, new in moved.items():
+        script = script.replace(old, str(new))
+    for d in ("join", "kafka/bin", "bin", "run", "data"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    for name, body in tools.items():
+        f = tmp / "kafka" / "bin" / name
+        f.write_text("#!/bin/sh\n" + body)
+        f.chmod(0o755)
+    values = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+    values[broker.ADMIN_JAAS_ENV] = secret_data(rendered, "kafka-admin")["sasl.jaas.config"]
+    values |= {"HOSTNAME": f"kafka-{ordinal}", "OUT": str(tmp),
+               "PATH": os.pathsep.join([str(tmp / "bin"), "/usr/bin", "/bin"]), **(env or {})}
+    return subprocess.run(["/bin/sh", "-c", script], env=values, capture_output=True, text=True,
                           timeout=60)

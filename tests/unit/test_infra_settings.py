@@ -64,10 +64,24 @@ def test_defaults_follow_the_issue():
     ({"imageDigest": "abc"}, "sha256"),
     ({"environment": "staging"}, "dev or prod"),
     ({"hanzo-stream:nope": "1"}, "unknown setting"),
+    # The founding quorum: 1 or 3+, never more pods than the stack has, never 2; each error
+    # names the key and the fix.
+    ({"initialControllers": "3"}, r"initialControllers is 3 but must be between 1 and brokers "
+                                  r"\(1\): .*pulumi config set initialControllers 1"),
+    ({"brokers": "3", "initialControllers": "4"}, r"between 1 and brokers \(3\)"),
+    ({"brokers": "3", "initialControllers": "-1"}, r"initialControllers is -1"),
+    ({"brokers": "5", "initialControllers": "2"}, r"initialControllers cannot be 2 .*"
+                                                  r"pulumi config rm initialControllers"),
 ])
 def test_bad_settings_are_refused(raw, message):
     with pytest.raises(SettingsError, match=message):
         parse(raw)
+
+
+def test_initial_controllers_defaults_to_the_record_and_accepts_a_founding_size():
+    assert parse({}).initialControllers == 0  # 0: the program's record decides
+    assert parse({"brokers": "3", "initialControllers": "1"}).initialControllers == 1
+    assert parse({"brokers": "5", "initialControllers": "3"}).initialControllers == 3
 
 
 def test_values_arrive_as_pulumi_strings():

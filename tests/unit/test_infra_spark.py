@@ -96,6 +96,10 @@ def test_reconciler_reruns_only_when_its_inputs_change():
     assert content_hash(text + "\n# new topic\n", s) != content_hash(text, s)
     assert content_hash(text, parse({"reconcilerImage": "ghcr.io/hanzoai/hanzo-stream:0.2.0"})) \
         != content_hash(text, s)
+    # A grown cluster re-runs apply: `replication.profile: cluster` now means RF 3.
+    assert content_hash(text, parse({"brokers": "3"})) != content_hash(text, s)
+    assert content_hash(text, parse({"brokers": "3", "cpuLimit": "2"})) == content_hash(
+        text, parse({"brokers": "3"}))
 
 
 def test_images_doc_bakes_exactly_the_jars_the_applications_list():

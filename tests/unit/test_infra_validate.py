@@ -15,6 +15,7 @@ KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported upstream when 
 
 PAGING = (("pagerdutyRoutingKey", "0123456789abcdef0123456789abcdef"), ("s3AccessKey", "AKIAEXAMPLE0001"),
           ("s3SecretKey", "s3-secret-for-the-render"))
+GROWN = (("kafka-initial-controllers", '{"result": 1}'),)  # what a one-broker stack recorded
 VARIANTS = {
     "dev": ("dev", (), ()),
     "prod": ("prod", (), ()),
@@ -23,13 +24,17 @@ VARIANTS = {
     "prod-cert-manager": ("prod", (("tlsMode", "cert-manager"), ("certManagerIssuer", "ca")), ()),
     # Alertmanager with its Secret, the S3 Secret with the endpoint the jobs read from it.
     "prod-paging": ("prod", (("s3Endpoint", "http://minio.hanzo:9000"),), PAGING),
+    # A stack created with one broker, then `brokers: 3`: the program's record says one
+    # founder, so kafka-1 and kafka-2 join (bitnami: the other image's tool path).
+    "dev-grown": ("dev", (("brokers", "3"),), (), GROWN),
+    "dev-grown-bitnami": ("dev", (("brokers", "3"), ("imageFlavor", "bitnami"),
+                                  ("image", "registry.example.com/bitnami/kafka:4.4.0")), (), GROWN),
 }
 
 
 @pytest.fixture(params=list(VARIANTS), scope="module")
 def rendered(request):
-    stack, sets, secrets = VARIANTS[request.param]
-    return render(stack, sets, secrets)
+    return render(*VARIANTS[request.param])
 
 
 def test_every_manifest_is_valid(rendered):
