@@ -39,6 +39,9 @@ LETTERS = {
     ("events_plugin_ingestion", "producer:insights-capture", "json.malformed"): ("insights-capture", 3),
     ("no_such_topic", "producer:rogue", "Not A Class"): ("llm-gateway", 1),
 }
+# Source offsets no real record of the shared session cluster has: the job tests find their
+# own dead letters by (partition, offset), and offsets 0 and 1 of audit_log are theirs.
+FAKE_OFFSET = 10**15
 COUNTED = {  # the labels the monitor gives them (bounded values)
     ("audit_log", "job:audit-archive", "schema.required"): 2,
     ("events_plugin_ingestion", "producer:insights-capture", "json.malformed"): 3,
@@ -126,7 +129,7 @@ def test_dead_letters_are_counted_by_source_topic_stage_and_error_class(stack: S
         for i in range(n):
             r = dl.dead_letter_record(topic, b'{"broken": true}', b"k", error_class=cls,
                                       error_message="`x` is required; add it", schema="", stage=stage,
-                                      failed_at=failed_at, partition=0, offset=i)
+                                      failed_at=failed_at, partition=0, offset=FAKE_OFFSET + i)
             p.produce(r.topic, key=r.key, value=r.value, headers=r.headers)
         assert p.flush(30) == 0
     after = wait_for(lambda: _caught_up(stack, hip_cluster), 60, "the monitor caught up again")
