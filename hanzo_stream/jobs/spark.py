@@ -100,6 +100,11 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         # A duplicate JSON key keeps its last value, as the client's parser does
         # (hanzo_stream/jobs/contract.py).
         "spark.sql.variant.allowDuplicateKeys": "true",
+        # ANSI SQL mode (Spark 4's default), pinned: a cast that cannot hold its value fails
+        # the query instead of yielding NULL, so every value the jobs read goes through try_*
+        # functions (contract.py) and a malformed one is dead-lettered, never crashes or
+        # silently becomes NULL. The contract parity test and the job tests run under it.
+        "spark.sql.ansi.enabled": "true",
     }
     if uses_s3a(spec):
         jar_list += [] if submitted else s3a_jars()

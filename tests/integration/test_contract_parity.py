@@ -82,7 +82,8 @@ def spark():
     s = (SparkSession.builder.master("local[2]").appName("contract-parity")
          .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.variant.allowDuplicateKeys", "true").getOrCreate())
+         .config("spark.sql.variant.allowDuplicateKeys", "true")
+         .config("spark.sql.ansi.enabled", "true").getOrCreate())  # as the jobs run (spark.py)
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()

@@ -203,6 +203,7 @@ def test_session_conf_uses_cached_jars_and_modest_local_defaults(registry, tmp_p
     assert conf["spark.master"] == "local[2]" and conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.ansi.enabled"] == "true"  # the jobs' tests prove they survive it
     assert not any(k.startswith("spark.hadoop.fs.s3a") for k in conf)
     assert spark.session_conf(load_spec("billing-agg", registry, CONSUMERS, tmp_path),
                               env={"HANZO_STREAM_SPARK_MASTER": "local[1]"})["spark.master"] == "local[1]"
