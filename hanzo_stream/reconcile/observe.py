@@ -32,6 +32,12 @@ from .replication import TOPIC_THROTTLES
 TIMEOUT = 30.0
 
 
+#: Kafka's own topics that a registry replication profile raises (and nothing else touches):
+#: on a cluster grown from one broker they were created with RF 1, and a group coordinator on
+#: one broker takes every consumer group's committed position down with it.
+KAFKA_OWN_REPLICATED = ("__consumer_offsets", "__transaction_state")
+
+
 def is_internal(topic: str) -> bool:
     """Topics no reconciler may ever touch: Kafka's own (__*) and other systems' (_*)."""
     return topic.startswith("_")
@@ -92,7 +98,7 @@ def _enum(v: Any) -> str:
 
 def observe(admin: CountingAdmin | Any) -> ClusterState:
     md = admin.list_topics(timeout=TIMEOUT)
-    names = sorted(n for n in md.topics if not is_internal(n))
+    names = sorted(n for n in md.topics if not is_internal(n) or n in KAFKA_OWN_REPLICATED)
     configs: dict[str, tuple[dict[str, str], frozenset[str]]] = {}
     if names:
         futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],

@@ -37,7 +37,7 @@ from .changes import (
     RotateScramPassword,
     from_dict,
 )
-from .observe import ClusterState, TopicState, is_internal
+from .observe import KAFKA_OWN_REPLICATED, ClusterState, TopicState, is_internal
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 FORMAT = "hanzo-stream-plan/2"  # /1 had untyped `detail` dicts; changes now carry before/after
@@ -91,12 +91,6 @@ def profile_of(reg: Registry, state: ClusterState) -> Replication:
     if reg.replication_profile and reg.replication_profile != "cluster":
         return PROFILES[reg.replication_profile]
     return Replication.for_cluster(len(state.brokers))
-
-
-#: Kafka's own topics that a registry profile raises too (never lowers, never reconfigures
-#: otherwise): on a cluster grown from one broker they were created with RF 1, and a group
-#: coordinator on one broker takes every consumer group's committed position down with it.
-KAFKA_OWN_REPLICATED = ("__consumer_offsets", "__transaction_state")
 
 
 def desired_replication(reg: Registry, state: ClusterState) -> dict[str, tuple[int, int]]:
