@@ -12,7 +12,7 @@ and the Spark jobs analytics-ingest and billing-agg run. Then, with nothing stop
 
 and at the end every partition (Kafka's __consumer_offsets too) has 3 in-sync replicas,
 nothing acknowledged was lost or duplicated, the longest pause of each consumer is measured,
-and the original broker is killed while production goes on.
+and a broker leading partitions being written is killed while production goes on.
 """
 
 from __future__ import annotations
@@ -218,9 +218,14 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
         for n in jobs:
             figures[f"{n} pause"] = longest_gap(batch_commits(tmp_path, n), grow_from, time.monotonic())
 
-        # 4. The broker the cluster started with dies; production goes on.
+        # 4. A broker that leads partitions being written dies; production goes on. Not node 1:
+        # the clients started before the growth have it as their only bootstrap address, and
+        # Spark's Kafka admin client bootstraps again after a connection error (a finding of
+        # this test: the runbook says to restart such clients after growing; on Kubernetes the
+        # bootstrap address is a Service over every ready pod).
+        victim = min(b for b in failover.leaders(cluster.admin).values() if b != 1)
         killed_at = time.monotonic()
-        kafka.kill(home / "kafka", 1)
+        kafka.kill(home / "kafka", victim)
         sent = len(traffic.ledger.sent)
         wait_for(lambda: len(traffic.ledger.sent) > sent + 20 * RATE, 120, "20 s more of production")
         figures["resume after kill"] = traffic.ledger.resume_seconds(killed_at) or -1
@@ -254,7 +259,7 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
           f"consumer {figures['probe pause']:.1f}s, analytics-ingest "
           f"{figures['analytics-ingest pause']:.1f}s, billing-agg {figures['billing-agg pause']:.1f}s; "
           f"held {t1.acked} + produced during {t2.acked} acked, lost {t1.acked_lost + t2.acked_lost}, "
-          f"duplicated {t1.duplicated + t2.duplicated}; broker 1 killed: acks resumed after "
+          f"duplicated {t1.duplicated + t2.duplicated}; broker {victim} killed: acks resumed after "
           f"{figures['resume after kill']:.1f}s; ClickHouse {row['n']} rows for {traffic.clicks} "
           f"events; test {time.monotonic() - t0:.0f}s")
     assert (t1.acked, t1.acked_lost, t1.duplicated) == (20_000, 0, 0)
