@@ -35,6 +35,7 @@ DEAD_LETTER_COUNTER = "hanzo_stream_dead_letters_total"  # dead_letter_monitor.p
 DEAD_LETTER_WINDOW = "10m"
 DEAD_LETTER_RECORD = f"hanzo_stream:dead_letters:increase{DEAD_LETTER_WINDOW}"
 DEAD_LETTER_LABELS = ("source_topic", "stage", "error_class")
+DEAD_LETTER_ALERT = "DeadLetters"  # every dead-letter alert's name starts with it
 LAG_RUNBOOK = "docs/runbooks/consumer-lag.md"
 STALLED_RUNBOOK = "docs/runbooks/consumer-stalled.md"
 DEAD_LETTER_RUNBOOK = "docs/runbooks/dead-letters.md"
@@ -101,7 +102,7 @@ def stalled_alert(group: Group) -> dict:
 def dead_letter_alert(registry: Registry) -> dict:
     watchers = sorted(g.name for g in registry.groups if dead_letter.TOPIC in g.topics)
     return {
-        "alert": "DeadLettersArriving",
+        "alert": f"{DEAD_LETTER_ALERT}Arriving",
         "expr": f'sum by (topic) (delta({OFFSET_METRIC}{{topic="{dead_letter.TOPIC}"}}[5m])) > 0',
         "for": "0m",
         "labels": {"severity": "warning", "consumergroup": ",".join(watchers)},
@@ -144,7 +145,7 @@ def dead_letter_class_alerts(registry: Registry) -> list[dict]:
     for selector, static, warning, critical in scopes:
         for severity, threshold in (("warning", warning), ("critical", critical)):
             out.append({
-                "alert": f"DeadLetters{severity.capitalize()}",
+                "alert": f"{DEAD_LETTER_ALERT}{severity.capitalize()}",
                 "expr": f"{DEAD_LETTER_RECORD}{{{selector}}} >= {threshold}",
                 "for": "0m",
                 "labels": {"severity": severity, "consumergroup": watchers, **static},

@@ -6,7 +6,10 @@ directly. `panel_queries()` reads any dashboard JSON back into (panel, query) pa
 the live test runs each against real Prometheus and requires data.
 
 Order follows what on-call looks at first: consumer lag by group and partition, then
-messages and bytes in, replication health, controller state, request latency.
+messages and bytes in, replication health, controller state, request latency. The LLM
+dashboard covers llm-metrics and the settlement jobs; the dead-letter dashboard what
+dead-letter-monitor counts (the exact window counts the alerts page on first), and the
+monitor's own health.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import DASHBOARDS_DIR
+from .. import dead_letter
+from . import DASHBOARDS_DIR, alerts
+from . import dead_letter_monitor as monitor
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GROUP = 'consumergroup=~"$group"'
@@ -34,12 +39,14 @@ class Query:
 class Panel:
     title: str
     queries: tuple[Query, ...]
-    kind: str = "timeseries"  # timeseries | stat
+    kind: str = "timeseries"  # timeseries | stat | table (instant query, one row per series)
     unit: str = "short"
     width: int = 12
     height: int = 8
     description: str = ""
-    thresholds: tuple[tuple[float, str], ...] = ()  # (value, color) above the green base
+    thresholds: tuple[tuple[float, str], ...] = ()  # (value, color) above the base
+    base: str = "green"  # the colour below the first threshold ("red" for must-be-at-least)
+    hide: tuple[str, ...] = ()  # table: columns not shown (labels that say nothing)
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,10 @@ REQUESTS = Row("Requests and saturation", (
 ))
 
 
+DATASOURCE_VARIABLE = {"name": "datasource", "label": "Prometheus", "type": "datasource",
+                       "query": "prometheus", "current": {}, "hide": 0, "options": [], "refresh": 1}
+
+
 def _variable(name: str, label: str, query: str) -> dict:
     return {"name": name, "label": label, "type": "query", "datasource": DATASOURCE,
             "query": {"query": query, "refId": f"{name}-var"}, "definition": query,
@@ -173,8 +184,7 @@ OVERVIEW = Dashboard(
     title="Hanzo Stream / Kafka overview",
     rows=(LAG, THROUGHPUT, REPLICATION, CONTROLLER, REQUESTS),
     variables=(
-        {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
-         "current": {}, "hide": 0, "options": [], "refresh": 1},
+        DATASOURCE_VARIABLE,
         _variable("group", "Consumer group", "label_values(kafka_consumergroup_lag, consumergroup)"),
         _variable("topic", "Topic", "label_values(kafka_topic_partition_current_offset, topic)"),
     ),
@@ -236,18 +246,120 @@ LLM_DASHBOARD = Dashboard(
     rows=(LLM_USAGE, SETTLEMENTS),
     tags=("hanzo-stream", "llm", "billing"),
     variables=(
-        {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
-         "current": {}, "hide": 0, "options": [], "refresh": 1},
+        DATASOURCE_VARIABLE,
         _variable("model", "Model", "label_values(hanzo_llm_requests_total, model)"),
         _variable("provider", "Provider", "label_values(hanzo_llm_requests_total, provider)"),
     ),
 )
 
-DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW, LLM_DASHBOARD)
+# ---------------------------------------------------------------- dead letters
+
+# Every name below comes from alerts.py (the rules page on the same series) or the monitor.
+DL_COUNTER, DL_RECORD, DL_WINDOW = (alerts.DEAD_LETTER_COUNTER, alerts.DEAD_LETTER_RECORD,
+                                   alerts.DEAD_LETTER_WINDOW)
+DL = ", ".join(f'{label}=~"${label}"' for label in alerts.DEAD_LETTER_LABELS)
+DL_TOPIC = f'topic="{dead_letter.TOPIC}"'
+OLDEST_OFFSET_METRIC = "kafka_topic_partition_oldest_offset"  # kafka_exporter's log start
+# The Prometheus Operator names the job after the Service (dead-letter-monitor), `local up` after
+# the group; a namespace prefix is tolerated as for the Kafka jobs.
+MONITOR_UP = f'up{{job=~".*{monitor.GROUP}.*"}}'
+RUNBOOK = f"Runbook: `{alerts.DEAD_LETTER_RUNBOOK}`"
+
+DL_IN_WINDOW = Panel(
+    f"Dead letters in the last {DL_WINDOW}", (_q(f"sum({DL_RECORD}{{{DL}}})", "dead letters"),),
+    kind="stat", width=6, thresholds=RED,
+    description=f"Exact count over the alert window (`{DL_RECORD}`, the series the DeadLetters "
+                "alerts compare with topics.yaml's `dead_letters` thresholds). 0: nothing was "
+                "refused lately; no data: the monitor counted nothing since it started, or it is "
+                "down (bottom row). Above 0: the table below says which topic, stage and class; "
+                f"start at step 1 of the runbook. {RUNBOOK}")
+
+DL_NOW = Row(f"Dead letters now (last {DL_WINDOW}, exact)", (
+    DL_IN_WINDOW,
+    Panel("Firing dead-letter alerts", (
+        _q(f'ALERTS{{alertstate="firing", alertname=~"{alerts.DEAD_LETTER_ALERT}.*"}}'),),
+        kind="table", width=18, hide=("alertstate", "consumergroup", "Value"),
+        description="One row per PagerDuty incident (alert, source topic, stage, error class); "
+                    "DeadLettersCritical silences its own DeadLettersWarning. DeadLettersArriving "
+                    f"alone means {dead_letter.TOPIC} grows but the per-class alerts are blind: "
+                    f"check the monitor's row at the bottom. {RUNBOOK}"),
+    Panel(f"Last {DL_WINDOW} by source topic, stage and error class", (
+        _q(f"sort_desc({DL_RECORD}{{{DL}}})"),), kind="table", width=18,
+        description="Who refused what, and why. stage `producer:<principal>`: that service sent "
+                    "events its schema refuses (its team fixes the producer); `job:<group>`: a job "
+                    "refused them (`schema.*`/`json.*`: still the producer; `window.late`: decide "
+                    "with billing). The error class names the cause; each record's hs.error.message "
+                    f"names the field (runbook step 1 reads them, step 2 finds the cause). A row at 0 "
+                    f"had letters earlier but none in {DL_WINDOW}. {RUNBOOK}"),
+    Panel(f"Retained on {dead_letter.TOPIC} (replayable)", (
+        _q(f"sum({alerts.OFFSET_METRIC}{{{DL_TOPIC}}}) - sum({OLDEST_OFFSET_METRIC}{{{DL_TOPIC}}})",
+           "records"),), kind="stat", width=6,
+        description=f"Records still on {dead_letter.TOPIC} (all sources, 30 days retention): what "
+                    "runbook step 3 can replay once the cause is fixed. Replay within 30 days or "
+                    f"the events are gone. {RUNBOOK}"),
+))
+
+_RATE_NOTE = ("rate() over 5m: a new label set's first letter does not show here (it appears "
+              f"at 1); the exact counts are in the row above. {RUNBOOK}")
+DL_RATES = Row("Dead letters per second", (
+    Panel("Dead letters/s by source topic", (
+        _q(f"sum by (source_topic) (rate({DL_COUNTER}{{{DL}}}[5m]))", "{{source_topic}}"),), width=8,
+        description="Which topic's events are being parked. A step up right after a deploy of "
+                    f"that topic's producer: roll the deploy back first. {_RATE_NOTE}"),
+    Panel("Dead letters/s by stage", (
+        _q(f"sum by (stage) (rate({DL_COUNTER}{{{DL}}}[5m]))", "{{stage}}"),), width=8,
+        description="Who refuses them: `producer:<principal>` or `job:<group>`; `invalid`: "
+                    f"the record carried no valid hs.stage header. {_RATE_NOTE}"),
+    Panel("Dead letters/s by error class", (
+        _q(f"sum by (error_class) (rate({DL_COUNTER}{{{DL}}}[5m]))", "{{error_class}}"),), width=8,
+        description="Why: `json.malformed`, `schema.required`, `window.late`, ... (`invalid`: no "
+                    f"valid hs.error.class header). {_RATE_NOTE}"),
+))
+
+DL_MONITOR = Row(f"{monitor.GROUP} (the counters above)", (
+    Panel("Monitor up", (_q(MONITOR_UP, "{{instance}}"),), kind="stat", width=6, base="red",
+          thresholds=((1, "green"),),
+          description="0 or no data: Prometheus cannot scrape the monitor, so the counts above "
+                      "stop and the per-class alerts are blind; DeadLettersArriving still fires. "
+                      f"Check `kubectl -n hanzo get deploy {monitor.GROUP}` (locally "
+                      f"`hanzo-stream local status`) and its log. {RUNBOOK}"),
+    Panel(f"{dead_letter.TOPIC} partitions assigned", (
+        _q(f"sum({monitor.ASSIGNED_METRIC})", "partitions"),), kind="stat", width=6, base="red",
+        thresholds=((1, "green"),),
+        description=f"0 while up: the monitor is not in its group (rebalancing, or its principal "
+                    f"lost READ on {dead_letter.TOPIC} or on group {monitor.GROUP}: the reconciler "
+                    "applies topics.yaml's ACLs)."),
+    Panel(f"Monitor lag on {dead_letter.TOPIC}", (
+        _q(f'sum by (consumergroup) ({alerts.LAG_METRIC}{{consumergroup="{monitor.GROUP}"}})',
+           "{{consumergroup}}"),), width=12,
+        description="Dead letters not counted yet: the counts and alerts above are late by this "
+                    "many. Growing while the monitor is up: it is stuck and ConsumerStalled pages "
+                    f"for {monitor.GROUP} (runbook `{alerts.STALLED_RUNBOOK}`)."),
+    Panel("Records read and failed commits (/s)", (
+        _q(f"sum(rate({monitor.RECORDS_METRIC}_total[5m]))", "records read"),
+        _q(f"sum(rate({monitor.COMMIT_FAILURES_METRIC}_total[5m]))", "failed commits")),
+        width=24, height=6,
+        description="Failed commits are retried with the next batch; a restart in between counts "
+                    "those records again (a dead letter may page twice, never zero times)."),
+))
+
+DEAD_LETTER_DASHBOARD = Dashboard(
+    uid="hanzo-stream-dead-letters",
+    title="Hanzo Stream / Dead letters",
+    rows=(DL_NOW, DL_RATES, DL_MONITOR),
+    tags=("hanzo-stream", "kafka", "dead-letters"),
+    variables=(
+        DATASOURCE_VARIABLE,
+        *(_variable(label, label.replace("_", " ").capitalize(), f"label_values({DL_COUNTER}, {label})")
+          for label in alerts.DEAD_LETTER_LABELS),
+    ),
+)
+
+DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW, LLM_DASHBOARD, DEAD_LETTER_DASHBOARD)
 
 
 def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict:
-    steps = [{"color": "green", "value": None}] + [{"color": c, "value": v} for v, c in p.thresholds]
+    steps = [{"color": p.base, "value": None}] + [{"color": c, "value": v} for v, c in p.thresholds]
     out: dict = {
         "id": pid, "type": p.kind, "title": p.title, "datasource": DATASOURCE,
         "gridPos": {"h": p.height, "w": p.width, "x": x, "y": y},
@@ -258,11 +370,19 @@ def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict:
                      "legendFormat": q.legend or "__auto", "range": True}
                     for i, q in enumerate(p.queries)],
     }
+    if p.kind == "table":  # the current value of each series, its labels as columns
+        for t in out["targets"]:
+            t.update({"range": False, "instant": True, "format": "table"})
+        out["transformations"] = [{"id": "organize", "options": {
+            "excludeByName": {c: True for c in ("Time", "__name__", *p.hide)}}}]
     if p.description:
         out["description"] = p.description
     if p.kind == "stat":
         out["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                           "colorMode": "value", "graphMode": "area", "textMode": "auto"}
+    elif p.kind == "table":
+        out["options"] = {"showHeader": True, "cellHeight": "sm",
+                          "sortBy": [{"displayName": "Value", "desc": True}]}
     else:
         out["options"] = {"legend": {"displayMode": "table", "placement": "bottom",
                                      "calcs": ["lastNotNull", "max"]},

@@ -47,6 +47,11 @@ log = logging.getLogger("hanzo_stream.monitoring.dead_letter_monitor")
 
 GROUP = "dead-letter-monitor"  # the registry group (topics.yaml)
 METRIC = "hanzo_stream_dead_letters"  # exposed with the counter suffix: _total
+# The monitor's own health (dashboards.py reads these names; counters get _total).
+RECORDS_METRIC = "hanzo_stream_dead_letter_monitor_records"
+OFFSET_METRIC = "hanzo_stream_dead_letter_monitor_offset"
+ASSIGNED_METRIC = "hanzo_stream_dead_letter_monitor_assigned_partitions"
+COMMIT_FAILURES_METRIC = "hanzo_stream_dead_letter_monitor_commit_failures"
 LABELS = ("source_topic", "stage", "error_class")
 DEFAULT_PORT = 9309
 MAX_SERIES = 1000
@@ -100,14 +105,12 @@ class Monitor:
         PlatformCollector(registry=self.metrics)
         self.dead_letters = Counter(METRIC, "Dead letters read from dead_letter, by provenance.",
                                     LABELS, registry=self.metrics)
-        self.records = Counter("hanzo_stream_dead_letter_monitor_records",
-                               "Records read from dead_letter.", registry=self.metrics)
-        self.offset = Gauge("hanzo_stream_dead_letter_monitor_offset",
-                            "Next offset to read (everything before it is counted).",
+        self.records = Counter(RECORDS_METRIC, "Records read from dead_letter.", registry=self.metrics)
+        self.offset = Gauge(OFFSET_METRIC, "Next offset to read (everything before it is counted).",
                             ["topic", "partition"], registry=self.metrics)
-        self.assigned = Gauge("hanzo_stream_dead_letter_monitor_assigned_partitions",
-                              "dead_letter partitions assigned to this monitor.", registry=self.metrics)
-        self.commit_failures = Counter("hanzo_stream_dead_letter_monitor_commit_failures",
+        self.assigned = Gauge(ASSIGNED_METRIC, "dead_letter partitions assigned to this monitor.",
+                              registry=self.metrics)
+        self.commit_failures = Counter(COMMIT_FAILURES_METRIC,
                                        "Offset commits that failed (retried with the next batch).",
                                        registry=self.metrics)
 

@@ -5,7 +5,8 @@ The session broker with the registry applied (the monitor logs in as its own pri
 only the ACLs topics.yaml derives), the monitor as `local up` runs it, Debian's Prometheus
 with the project's generated rules (1 s scrape and evaluation) and Debian's Alertmanager with
 the configuration production loads, its PagerDuty receiver pointed at an HTTP endpoint in this
-test that checks and keeps what would page.
+test that checks and keeps what would page. The lag exporter is scraped too (the monitor's own
+lag, the retained dead letters), so every panel of the dead-letter dashboard runs against it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 
 from hanzo_stream import dead_letter as dl
-from hanzo_stream.local import alertmanager, dead_letter_monitor, prometheus
-from hanzo_stream.monitoring import RULES_DIR, alerts, pager_inbox
+from hanzo_stream.local import alertmanager, dead_letter_monitor, kafka_exporter, prometheus
+from hanzo_stream.monitoring import RULES_DIR, alerts, dashboards, pager_inbox
 from hanzo_stream.monitoring.alertmanager import dedup_key
 from tests.integration.conftest import apply_registry, wait_for
 
@@ -90,16 +91,19 @@ def stack(hip_cluster, registry, tmp_path_factory) -> Iterator[Stack]:
         cleanup.callback(dead_letter_monitor.stop, home / "monitor")
         monitor = dead_letter_monitor.start(home / "monitor", hip_cluster.as_(principal),
                                             ROOT / "topics.yaml")
+        cleanup.callback(kafka_exporter.stop, home / "exporter")
+        exporter = kafka_exporter.start(home / "exporter", hip_cluster.admin)
         cleanup.callback(alertmanager.stop, home / "alertmanager")
         am = alertmanager.start(home / "alertmanager", ROUTING_KEY, inbox_url, group_wait="1s",
                                 group_interval="2s", repeat_interval="5s")
         cleanup.callback(prometheus.stop, home / "prometheus")
         prom = prometheus.start(
-            home / "prometheus", [prometheus.ScrapeJob.from_urls(dead_letter_monitor.NAME, [monitor])],
+            home / "prometheus", [prometheus.ScrapeJob.from_urls(dead_letter_monitor.NAME, [monitor]),
+                                  prometheus.ScrapeJob.from_urls(prometheus.EXPORTER_JOB, [exporter])],
             rules=[RULES_DIR / "recording.yaml", alerts.GENERATED_FILE], scrape_interval="1s",
             evaluation_interval="1s", alertmanagers=[am])
-        print(f"\nalerting stack: monitor {monitor}, prometheus {prom}, alertmanager {am}, "
-              f"inbox {inbox_url}")
+        print(f"\nalerting stack: monitor {monitor}, exporter {exporter}, prometheus {prom}, "
+              f"alertmanager {am}, inbox {inbox_url}")
         yield Stack(home, monitor, prom, am, inbox)
 
 
@@ -137,6 +141,34 @@ def test_dead_letters_are_counted_by_source_topic_stage_and_error_class(stack: S
     assert grown == COUNTED
     assert all(after[k] == before.get(k, 0) for k in after
                if k not in COUNTED and not k[0].startswith("hanzo_stream_dead_letter_monitor_"))
+
+
+def test_every_dead_letter_dashboard_panel_has_data_once_the_letters_are_counted(stack: Stack) -> None:
+    """The committed dashboard's queries, as Grafana runs them (All, then filtered to each label set
+    the test produced), against this Prometheus: a wrong name or label is an empty panel, a failure."""
+    queries = dashboards.panel_queries([dashboards.DEAD_LETTER_DASHBOARD.file])
+    assert len(queries) >= 10
+
+    def empty(values: dict[str, str]) -> list[str]:
+        return [f"{q.panel}: {dashboards.expand(q.expr, values)}" for q in queries
+                if not prometheus.query(stack.prometheus_url, dashboards.expand(q.expr, values))]
+
+    # All, then filtered to each set, as on-call narrows it down. Each set's series needs its own
+    # scrapes (rate() two samples), so every view is waited for, not only the first.
+    views = [{}, *(dict(zip(alerts.DEAD_LETTER_LABELS, key, strict=True)) for key in COUNTED)]
+
+    def every_panel_has_data() -> bool:
+        left = [f"{view or 'All'} {panel}" for view in views for panel in empty(view)]
+        assert not left, "panels without data: " + "; ".join(left)  # wait_for reports the last
+        return True
+
+    wait_for(every_panel_has_data, 120, "data in every dead-letter dashboard panel", every=1)
+
+    # The first panel: the exact window count the alerts page on, the letters just produced.
+    window = next(q for q in queries if q.panel == dashboards.DL_IN_WINDOW.title)
+    for view, n in zip(views[1:], COUNTED.values(), strict=True):
+        got = prometheus.query(stack.prometheus_url, dashboards.expand(window.expr, view))
+        assert float(got[0]["value"][1]) == n, (view, got)
 
 
 def test_a_dead_letter_pages_with_topic_stage_and_class_and_a_stable_dedup_key(stack: Stack) -> None:

@@ -211,7 +211,8 @@ def test_standard_names_have_data(stack: Stack) -> None:
 
 
 def test_every_dashboard_panel_returns_data(stack: Stack) -> None:
-    # The LLM dashboard needs llm-metrics' series: tests/integration/test_llm_metrics_live.py
+    # The LLM dashboard needs llm-metrics' series: tests/integration/test_llm_metrics_live.py;
+    # the dead-letter one the monitor's: tests/integration/test_dead_letter_alerting.py
     queries = dashboards.panel_queries([dashboards.OVERVIEW.file])
     assert len(queries) >= 25
     missing = {}

@@ -1,4 +1,5 @@
-"""Grafana dashboards: importable, templated by group and topic, lag first, valid PromQL."""
+"""Grafana dashboards: importable, templated by group and topic, lag first, valid PromQL; the
+dead-letter dashboard on the series the dead-letter alerts page on."""
 
 from __future__ import annotations
 
@@ -101,3 +102,65 @@ def test_llm_dashboard_shows_rates_cost_cache_hits_and_histogram_quantiles() -> 
         assert name in exprs
     assert "agent_rpc_settlements" in exprs and "rpc-billing" in exprs
     assert {v["name"] for v in doc["templating"]["list"]} == {"datasource", "model", "provider"}
+
+
+def test_every_dashboard_shares_the_one_datasource_variable() -> None:
+    for d in dashboards.DASHBOARDS:
+        doc = json.loads(d.file.read_text())
+        assert doc["templating"]["list"][0] == dashboards.DATASOURCE_VARIABLE, d.uid
+
+
+def test_dead_letter_dashboard_reads_the_alerts_series_filtered_by_topic_stage_and_class() -> None:
+    from hanzo_stream.monitoring import alerts
+
+    d = dashboards.DEAD_LETTER_DASHBOARD
+    assert d in dashboards.DASHBOARDS and d.uid == "hanzo-stream-dead-letters"
+    doc = json.loads(d.file.read_text())
+    assert doc["uid"] == d.uid and "Dead letters" in doc["title"]
+    assert [v["name"] for v in doc["templating"]["list"]] == ["datasource", *alerts.DEAD_LETTER_LABELS]
+    queries = dashboards.panel_queries([d.file])
+    counted = [q for q in queries
+               if alerts.DEAD_LETTER_COUNTER in q.expr or alerts.DEAD_LETTER_RECORD in q.expr]
+    # rates of the counter by each label, the exact window counts (a stat and a table)
+    assert len([q for q in counted if alerts.DEAD_LETTER_COUNTER in q.expr]) == 3
+    assert len([q for q in counted if alerts.DEAD_LETTER_RECORD in q.expr]) == 2
+    for q in counted:
+        for label in alerts.DEAD_LETTER_LABELS:
+            assert f'{label}=~"${label}"' in q.expr, q
+    for label in alerts.DEAD_LETTER_LABELS:
+        assert any(f"sum by ({label}) (rate({alerts.DEAD_LETTER_COUNTER}" in q.expr for q in queries)
+    exprs = " ".join(q.expr for q in queries)
+    assert f'alertname=~"{alerts.DEAD_LETTER_ALERT}.*"' in exprs and 'alertstate="firing"' in exprs
+    assert f'{alerts.LAG_METRIC}{{consumergroup="dead-letter-monitor"}}' in exprs
+    assert 'up{job=~".*dead-letter-monitor.*"}' in exprs
+    # the window count comes first, and every panel tells on-call what to do
+    panels = [p for p in doc["panels"] if p["type"] != "row"]
+    assert alerts.DEAD_LETTER_RECORD in panels[0]["targets"][0]["expr"] and panels[0]["type"] == "stat"
+    assert all(p.get("description") for p in panels)
+    assert alerts.DEAD_LETTER_RUNBOOK in " ".join(p["description"] for p in panels[:3])
+
+
+def test_dead_letter_rules_fire_alerts_the_dashboard_selects(registry) -> None:
+    from hanzo_stream.monitoring import alerts
+
+    selector = re.search(r'alertname=~"([^"]+)"', " ".join(
+        q.expr for q in dashboards.panel_queries([dashboards.DEAD_LETTER_DASHBOARD.file]))).group(1)
+    names = {r["alert"] for g in alerts.rule_groups(registry) for r in g["rules"]
+             if "alert" in r and r["annotations"]["runbook_url"] == alerts.DEAD_LETTER_RUNBOOK}
+    assert names == {"DeadLettersArriving", "DeadLettersWarning", "DeadLettersCritical"}
+    assert all(re.fullmatch(selector, n) for n in names)
+
+
+def test_dead_letter_dashboard_monitor_series_are_what_the_monitor_serves(registry) -> None:
+    """Every hanzo_stream_* name the dashboard queries is in the monitor's exposition."""
+    from prometheus_client import generate_latest
+
+    from hanzo_stream.monitoring.dead_letter_monitor import Monitor
+
+    m = Monitor(None, registry)  # type: ignore[arg-type]  (the consumer is only built by run())
+    m.dead_letters.labels("audit_log", "job:audit-archive", "schema.required").inc()
+    m.offset.labels("dead_letter", "0").set(1)
+    served = set(re.findall(r"^(hanzo_stream_\w+)", generate_latest(m.metrics).decode(), re.M))
+    exprs = " ".join(q.expr for q in dashboards.panel_queries([dashboards.DEAD_LETTER_DASHBOARD.file]))
+    used = set(re.findall(r"\b(hanzo_stream_\w+)", exprs))
+    assert len(used) >= 3 and used <= served, used - served
