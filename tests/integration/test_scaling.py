@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -223,7 +224,9 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
         # Spark's Kafka admin client bootstraps again after a connection error (a finding of
         # this test: the runbook says to restart such clients after growing; on Kubernetes the
         # bootstrap address is a Service over every ready pod).
-        victim = min(b for b in failover.leaders(cluster.admin).values() if b != 1)
+        led = Counter(b for t in (failover.TOPIC, "events_plugin_ingestion")
+                      for b in failover.leaders(cluster.admin, t).values() if b != 1)
+        victim = max(sorted(led), key=led.get)
         killed_at = time.monotonic()
         kafka.kill(home / "kafka", victim)
         sent = len(traffic.ledger.sent)
