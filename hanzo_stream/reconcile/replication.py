@@ -39,8 +39,8 @@ def place(brokers: Sequence[int], assignments: Mapping[TP, tuple[int, ...]],
     broker holding the fewest replicas (ties: the next broker after the partition's leader, as
     Kafka's own assignment shifts replicas); then new replicas move from fuller to emptier
     brokers until no single move helps (no new replica sits on a broker holding 2+ more
-    replicas than a broker its partition could use). Leaders are balanced the same way among
-    each partition's replicas, keeping the current leader unless that improves the spread.
+    replicas than a broker its partition could use). Leaders are balanced among each
+    partition's replicas, within each topic first, then across the cluster (_lead).
     The same input always gives the same plan.
     """
     order = {b: i for i, b in enumerate(sorted(brokers))}
@@ -85,20 +85,34 @@ def _rebalance(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, .
 
 
 def _lead(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, ...]]) -> dict[TP, tuple[int, ...]]:
-    """Choose each grown partition's preferred leader among its replicas so leadership
-    spreads, keeping the current leader unless another replica leads 2+ fewer partitions."""
-    leads = Counter(r[0] for r in assignments.values() if r)
-    leads.update(reps[0] for tp, reps in grown.items() if not assignments[tp])  # new partitions
+    """Choose each grown partition's preferred leader among its replicas: spread within each
+    topic first (a topic's produce and fetch load follows its leaders, so balancing only the
+    cluster's total left a grown cluster's hottest topic led by one broker), then across the
+    cluster; the current leader stays unless a move improves that spread.
+
+    A move needs the topic's leader counts to differ by 2+, or by 1 with the cluster's by 2+:
+    each lowers (sum of squared per-topic counts, sum of squared cluster counts), so it ends.
+    """
+    leads: Counter[int] = Counter()
+    per_topic: Counter[tuple[str, int]] = Counter()
     leader = {tp: reps[0] for tp, reps in grown.items()}
+    for tp, reps in assignments.items():
+        first = leader.get(tp, reps[0] if reps else None)
+        if first is not None:
+            leads[first] += 1
+            per_topic[(tp[0], first)] += 1
     improved = True
     while improved:
         improved = False
         for tp in sorted(grown):
-            now = leader[tp]
-            best = min(grown[tp], key=lambda b: (leads[b], b != now, b))
-            if leads[now] - leads[best] >= 2:
+            t, now = tp[0], leader[tp]
+            best = min(grown[tp], key=lambda b: (per_topic[(t, b)], leads[b], b != now, b))
+            dt, dg = per_topic[(t, now)] - per_topic[(t, best)], leads[now] - leads[best]
+            if dt >= 2 or (dt == 1 and dg >= 2):
                 leads[now] -= 1
                 leads[best] += 1
+                per_topic[(t, now)] -= 1
+                per_topic[(t, best)] += 1
                 leader[tp] = best
                 improved = True
     return {tp: (leader[tp], *(b for b in reps if b != leader[tp])) for tp, reps in grown.items()}
