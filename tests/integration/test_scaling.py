@@ -202,7 +202,8 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
         assert res.returncode == 0, res.stdout + res.stderr
         grown_at = time.monotonic()
         figures["apply"] = grown_at - apply_from
-        copied = re.findall(r"([\d.]+ \w+) of \1 copied", flat(res.stderr))[-1:]
+        copied = re.findall(r"([\d.]+ \w+) of \1 copied", flat(res.stdout + res.stderr))[-1:]
+        assert copied, res.stdout + res.stderr  # progress, ending complete
         res = sh("plan", "--registry", str(grown))
         assert res.returncode == 0, res.stdout + res.stderr
 
@@ -258,8 +259,8 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
     finally:
         kafka.stop(home / "kafka")
     print(f"\n1 -> 3 brokers under {RATE}+{RATE} events/s: scale {figures['scale']:.1f}s, apply "
-          f"{figures['apply']:.1f}s copying {', '.join(copied) or '?'}; longest pause: probe "
-          f"consumer {figures['probe pause']:.1f}s, analytics-ingest "
+          f"{figures['apply']:.1f}s copying {copied[0]}; longest pause: probe consumer "
+          f"{figures['probe pause']:.1f}s; longest gap between Spark batch commits: analytics-ingest "
           f"{figures['analytics-ingest pause']:.1f}s, billing-agg {figures['billing-agg pause']:.1f}s; "
           f"held {t1.acked} + produced during {t2.acked} acked, lost {t1.acked_lost + t2.acked_lost}, "
           f"duplicated {t1.duplicated + t2.duplicated}; broker {victim} killed: acks resumed after "
