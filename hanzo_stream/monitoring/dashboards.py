@@ -411,7 +411,7 @@ def to_json(d: Dashboard) -> dict:
         "templating": {"list": list(d.variables)},
         "annotations": {"list": [{
             "name": "Firing alerts", "datasource": DATASOURCE, "enable": True,
-            "expr": 'ALERTS{alertstate="firing", alertname=~"Kafka.*|ConsumerLag.*|DeadLetters.*|Llm.*"}',
+            "expr": 'ALERTS{alertstate="firing", alertname=~"Kafka.*|Consumer.*|DeadLetters.*|Llm.*"}',
             "iconColor": "red", "titleFormat": "{{alertname}}", "textFormat": "{{consumergroup}}"}]},
         "panels": panels,
     }

@@ -164,3 +164,16 @@ def test_dead_letter_dashboard_monitor_series_are_what_the_monitor_serves(regist
     exprs = " ".join(q.expr for q in dashboards.panel_queries([dashboards.DEAD_LETTER_DASHBOARD.file]))
     used = set(re.findall(r"\b(hanzo_stream_\w+)", exprs))
     assert len(used) >= 3 and used <= served, used - served
+
+
+def test_every_alert_the_rules_define_shows_as_an_annotation() -> None:
+    """The firing-alerts annotation names alerts by pattern: each rule's alert must match it
+    (ConsumerStalled once did not, so stalls never showed on a dashboard)."""
+    rules = Path(DASHBOARDS_DIR).parent / "rules"
+    names = {r["alert"] for f in rules.glob("*.yaml") for g in yaml.safe_load(f.read_text())["groups"]
+             for r in g["rules"] if "alert" in r}
+    assert {"ConsumerStalled", "ConsumerLagCritical"} <= names
+    for d in dashboards.DASHBOARDS:
+        [note] = json.loads(d.file.read_text())["annotations"]["list"]
+        pattern = re.search(r'alertname=~"([^"]+)"', note["expr"]).group(1)
+        assert not {n for n in names if not re.fullmatch(pattern, n)}, d.uid
