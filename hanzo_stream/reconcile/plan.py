@@ -149,10 +149,8 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
         if t.name in growing:
             changes.append(_raise(live, want[t.name], profile_of(reg, state), placed, opts))
             desired_cfg.pop(MIN_ISR)  # the move owns it: lowered before, raised after
-        elif any(k in live.dynamic for k in replication.TOPIC_THROTTLES):
-            changes.append(ClearThrottle(t.name, {k: Diff(live.configs.get(k), None)
-                                                  for k in replication.TOPIC_THROTTLES
-                                                  if k in live.dynamic}))
+        elif throttled := _leftover_throttle(live):
+            changes.append(throttled)
         drift = {k: Diff(live.configs.get(k), v)
                  for k, v in desired_cfg.items() if live.configs.get(k) != v}
         if drift:
@@ -162,10 +160,8 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
         changes.append(_raise(state.topics[name], want[name], profile_of(reg, state), placed, opts))
     for name in KAFKA_OWN_REPLICATED:  # an interrupted move of theirs leaves a throttle behind
         live = state.topics.get(name)
-        if live and name not in growing and set(replication.TOPIC_THROTTLES) & live.dynamic:
-            changes.append(ClearThrottle(name, {k: Diff(live.configs.get(k), None)
-                                                for k in replication.TOPIC_THROTTLES
-                                                if k in live.dynamic}))
+        if live and name not in growing and (throttled := _leftover_throttle(live)):
+            changes.append(throttled)
 
     declared = {t.name for t in reg.topics}
     strays = sorted(n for n in state.topics if n not in declared and not is_internal(n))
@@ -254,6 +250,13 @@ def _check_replication(reg: Registry, state: ClusterState, want: dict[str, tuple
         elif rf > live.replication_factor:
             growing[name] = rf
     return growing
+
+
+def _leftover_throttle(live: TopicState) -> ClearThrottle | None:
+    """The throttle an interrupted move left on a topic no move owns now, to be cleared."""
+    left = {k: Diff(live.configs.get(k), None) for k in replication.TOPIC_THROTTLES
+            if k in live.dynamic}
+    return ClearThrottle(live.name, left) if left else None
 
 
 def _everywhere(state: ClusterState) -> dict[tuple[str, int], tuple[int, ...]]:

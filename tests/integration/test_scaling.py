@@ -114,8 +114,7 @@ class Traffic:
             c.close()
 
     def longest_pause(self, since: float, until: float) -> float:
-        times = [since] + [t for t in self.received if since < t < until] + [until]
-        return max(b - a for a, b in zip(times, times[1:], strict=False))
+        return longest_gap(self.received, since, until)
 
 
 def flat(text: str) -> str:
