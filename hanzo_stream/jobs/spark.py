@@ -94,6 +94,9 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        # A batch commit writes each store's changes, not a snapshot of all of it (snapshots
+        # go on in the background); existing checkpoints switch over in place.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # UTC-adjusted INT64 timestamps: non-Spark Parquet readers get real instants, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
