@@ -187,6 +187,9 @@ def ch_kafka_worker(pipe, chdb_path: str, config: str, broker: dict, n_timeout: 
             time.sleep(0.05)
             count = int(str(s.query(f"SELECT count() FROM {dst}", "CSV")).strip())
         took = time.perf_counter() - t0
+        empty = str(s.query(f"SELECT countIf(id = '' OR event = '' OR properties = '' OR sent_at IS NULL) "
+                            f"FROM {dst}", "CSV")).strip()
+        assert empty == "0", f"{empty} rows the view did not parse"
         s.query(f"DROP TABLE {mv}")
         s.query(f"DROP TABLE {k}")
         s.query(f"DROP TABLE {dst}")
