@@ -1,13 +1,19 @@
 """billing-agg at its production batch size: fixed per-batch cost and per-row cost, separately.
 
-    python bench/billing.py [--events 400000] [--sizes 20000,50000,200000] [--no-doc]
+    python bench/billing.py [--events 800000] [--sweep-events 200000] [--sizes 20000,50000,200000]
+                            [--hours 6] [--no-doc]
+
+Defaults: 800,000 events give the production size (200,000) a warm-up batch and three full
+batches after it; the smaller sizes read only the first 200,000 (ten and four batches), since
+their many batches would otherwise dominate the run.
 
 One run, on its own local broker (SASL_SSL, ACLs, the registry applied by the reconciler):
 1. produce --events llm.usage.completed events into llm_usage, event times rising evenly over
    --hours hours (so windows close as the watermark passes them), keeping the exact per
-   (team, org, hour) totals that were produced;
+   (team, org, hour) totals that were produced; the first --sweep-events first, the rest later;
 2. run billing-agg `--once` from a fresh checkpoint at each max_offsets_per_trigger of --sizes
-   (consumers/billing-agg.yaml's 200,000 is production), one after the other, plus one more run
+   (consumers/billing-agg.yaml's 200,000 is production), one after the other (sizes below
+   production once the first --sweep-events are in, the rest over all events), plus one more run
    at the production size with RocksDB changelog checkpointing the other way round from the
    spec's own setting;
 3. after each run, read what it wrote to billing_events (as admin) and assert every window the
@@ -415,7 +421,7 @@ def main() -> None:
     spec_conf = yaml.safe_load((ROOT / "consumers" / f"{JOB}.yaml").read_text()).get("spark_conf") or {}
     spec_changelog = str(spec_conf.get(CHANGELOG, "false")).lower() == "true"  # Spark 3.5's default
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--events", type=int, default=400_000, help="llm.usage events to produce")
+    ap.add_argument("--events", type=int, default=800_000, help="llm.usage events to produce")
     ap.add_argument("--sizes", default=f"20000,50000,{prod}",
                     help="max_offsets_per_trigger values, comma separated")
     ap.add_argument("--sweep-events", type=int, default=200_000,
