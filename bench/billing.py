@@ -414,12 +414,21 @@ def _sentence(r: Run, fixed: float, per_row: float, prod: int) -> str:
 
 # ---------------------------------------------------------------- main
 
+def job_changelog() -> bool:
+    """Whether the job runs with changelog checkpointing: its session settings, spec included."""
+    from hanzo_stream.jobs.spark import session_conf
+    from hanzo_stream.jobs.spec import load_spec
+
+    spec = load_spec(JOB, load_registry(ROOT / "topics.yaml"), ROOT / "consumers", Path(tempfile.mkdtemp()))
+    return session_conf(spec, env={}).get(CHANGELOG, "false") == "true"
+
+
+
 def main() -> None:
     import yaml
 
     prod = int(yaml.safe_load((ROOT / "consumers" / f"{JOB}.yaml").read_text())["max_offsets_per_trigger"])
-    spec_conf = yaml.safe_load((ROOT / "consumers" / f"{JOB}.yaml").read_text()).get("spark_conf") or {}
-    spec_changelog = str(spec_conf.get(CHANGELOG, "false")).lower() == "true"  # Spark 3.5's default
+    spec_changelog = job_changelog()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=800_000, help="llm.usage events to produce")
     ap.add_argument("--sizes", default=f"20000,50000,{prod}",

@@ -290,7 +290,7 @@ def main() -> None:
             "raw": lambda: int(consumer_perf(conn, EVENTS, args.events, home)["msgs"]),
             "read": lambda: read(src),
             "read-tuned": lambda: read(tuned),
-            "batch": lambda: arrow(src),
+            "batch": lambda: arrow(tuned),  # the job reads with KAFKA_SOURCE_TUNING
             "parse": lambda: arrow(cached),
             "insert": insert,
             "plain": lambda: plain(conn.confluent(), router, plain_sink, args.events),
@@ -357,7 +357,8 @@ def main() -> None:
              "(the plain consumer validates every record with the client library's Router, builds the "
              "same columns and inserts into the same chDB table DDL with offset-range tokens; "
              "its rate runs from its first poll to its last insert done). `read-tuned` is `read` with "
-             "the job's KAFKA_SOURCE_TUNING. The Kafka engine inside chDB needs SASL PLAIN (its librdkafka "
+             "KAFKA_SOURCE_TUNING, the source settings the job (and `batch`) uses. "
+             "The Kafka engine inside chDB needs SASL PLAIN (its librdkafka "
              "has no SCRAM) and logs \"Shutdown was called\" on CREATE TABLE, yet its view consumes.\n")
     print(body)
     if not args.no_doc:
