@@ -414,21 +414,20 @@ def _sentence(r: Run, fixed: float, per_row: float, prod: int) -> str:
 
 # ---------------------------------------------------------------- main
 
-def job_changelog() -> bool:
-    """Whether the job runs with changelog checkpointing: its session settings, spec included."""
+def job_settings() -> tuple[int, bool]:
+    """The job's production batch size and whether it runs with changelog checkpointing, from
+    its spec and session settings (the spec's spark_conf included), read once."""
     from hanzo_stream.jobs.spark import session_conf
     from hanzo_stream.jobs.spec import load_spec
 
-    spec = load_spec(JOB, load_registry(ROOT / "topics.yaml"), ROOT / "consumers", Path(tempfile.mkdtemp()))
-    return session_conf(spec, env={}).get(CHANGELOG, "false") == "true"
-
+    with tempfile.TemporaryDirectory() as home:
+        spec = load_spec(JOB, load_registry(ROOT / "topics.yaml"), ROOT / "consumers", Path(home))
+        changelog = session_conf(spec, env={}).get(CHANGELOG, "false") == "true"
+    return int(spec.max_offsets_per_trigger or 0), changelog
 
 
 def main() -> None:
-    import yaml
-
-    prod = int(yaml.safe_load((ROOT / "consumers" / f"{JOB}.yaml").read_text())["max_offsets_per_trigger"])
-    spec_changelog = job_changelog()
+    prod, spec_changelog = job_settings()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=800_000, help="llm.usage events to produce")
     ap.add_argument("--sizes", default=f"20000,50000,{prod}",

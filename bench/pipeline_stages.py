@@ -75,15 +75,13 @@ def plain(conf: dict, router, sink, n: int, validate: bool = True) -> tuple[int,
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from hanzo_stream.client.router import Accepted
-    from hanzo_stream.jobs.clickhouse import insert_token
+    from hanzo_stream.jobs.clickhouse import EVENTS_COLUMNS, insert_token
 
     group = f"bench-plain-{uuid.uuid4().hex[:8]}"
     c = Consumer(conf | PLAIN_FETCH | {"group.id": group, "enable.auto.commit": False,
                                        "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(EVENTS, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    cols: dict[str, list] = {k: [] for k in ("id", "team_id", "org_id", "event", "distinct_id", "timestamp",
-                                             "properties", "session_id", "ip", "sent_at", "source",
-                                             "_partition", "_offset", "_kafka_timestamp")}
+    cols: dict[str, list] = {name: [] for name, _ in EVENTS_COLUMNS}  # the job's table columns
     ranges: dict[int, tuple[int, int]] = {}
     ts = pa.timestamp("ms", "UTC")
 
@@ -239,12 +237,13 @@ def main() -> None:
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        src = (spark.read.format("kafka").options(**{f"kafka.{k}": v for k, v in conn.java().items()})
-               .option("subscribe", EVENTS).option("startingOffsets", "earliest").load())
+        def source(**tuning: str):
+            return (spark.read.format("kafka").options(**tuning)
+                    .options(**{f"kafka.{k}": v for k, v in conn.java().items()})
+                    .option("subscribe", EVENTS).option("startingOffsets", "earliest").load())
+
+        src, tuned = source(), source(**events.KAFKA_SOURCE_TUNING)  # tuning first, as kafka_stream
         c = compile_contract(load_schemas(ROOT / "schemas"), load_registry(ROOT / "topics.yaml"), EVENTS)
-        tuned = (spark.read.format("kafka").options(**{f"kafka.{k}": v for k, v in conn.java().items()})
-                 .options(**events.KAFKA_SOURCE_TUNING)
-                 .option("subscribe", EVENTS).option("startingOffsets", "earliest").load())
         cached = src.localCheckpoint(eager=True)  # a copy in memory; `src` itself stays uncached
         sink = ChdbSink(home / "chdb")
         plain_sink = ChdbSink(home / "chdb", table="events_plain")  # same DDL, same embedded server
