@@ -76,7 +76,7 @@ def build(ctx: JobContext) -> list:
         t2 = time.time()
         if invalid.num_rows:
             failed_at = events.batch_time(ctx, "ingest", batch_id)
-            ctx.kafka_out.dead_letter(events.rejected(invalid.to_pylist(), c.schema_id,
+            ctx.kafka_out.dead_letter(events.rejected(invalid.to_pylist(), c,
                                                       "_partition", "_offset"),
                                       ctx.stage, failed_at)
             ctx.kafka_out.flush_or_raise()

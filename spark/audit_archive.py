@@ -40,7 +40,7 @@ def build(ctx: JobContext) -> list:
     def dead_letter(df, batch_id: int) -> None:
         rows = df.collect()
         if rows:
-            ctx.kafka_out.dead_letter(events.rejected(rows, c.schema_id), ctx.stage,
+            ctx.kafka_out.dead_letter(events.rejected(rows, c), ctx.stage,
                                       events.batch_time(ctx, "dead-letter", batch_id))
             ctx.kafka_out.flush_or_raise()
 

@@ -83,13 +83,18 @@ def iso_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def rejected(rows: Iterable, schema_id: str, partition: str = "partition",
+def rejected(rows: Iterable, c: Contract, partition: str = "partition",
              offset: str = "offset") -> list[Rejected]:
-    """Collected rows with REJECT_COLUMNS -> records for the dead-letter writer."""
-    return [Rejected(r["topic"], int(r[partition]), int(r[offset]),
-                     bytes(r["key"]) if r["key"] is not None else None,
-                     bytes(r["value"]) if r["value"] is not None else None,
-                     r["error_class"], r["error_message"], schema_id) for r in rows]
+    """Collected rows with REJECT_COLUMNS -> records for the dead-letter writer, each verdict
+    final (Contract.settle)."""
+    out = []
+    for r in rows:
+        value = bytes(r["value"]) if r["value"] is not None else None
+        error_class, message = c.settle(value, r["error_class"], r["error_message"])
+        out.append(Rejected(r["topic"], int(r[partition]), int(r[offset]),
+                            bytes(r["key"]) if r["key"] is not None else None, value,
+                            error_class, message, c.schema_id))
+    return out
 
 
 def batch_time(ctx: JobContext, query: str, batch_id: int) -> str:

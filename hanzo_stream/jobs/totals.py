@@ -206,7 +206,7 @@ def build(ctx: JobContext) -> list:
         for r in emitted:
             ctx.kafka_out.send(out_topic, bytes(r["key"]), bytes(r["value"]))
         if bad:
-            ctx.kafka_out.dead_letter(events.rejected(bad, c.schema_id), ctx.stage,
+            ctx.kafka_out.dead_letter(events.rejected(bad, c), ctx.stage,
                                       events.batch_time(ctx, QUERY, batch_id))
         ctx.kafka_out.flush_or_raise()
         late_seen[batch_id] = sum(1 for r in bad if r["error_class"] == LATE)

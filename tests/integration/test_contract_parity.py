@@ -90,13 +90,14 @@ def spark():
 
 
 def job_verdicts(spark, topic: str, values: list[bytes | None]) -> list[str | None]:
-    from pyspark.sql import functions as F
 
     c = compile_contract(SCHEMAS, REGISTRY, topic)
     df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
-    rows = classify(c, df).select("i", F.col("error_class")).collect()
+    rows = classify(c, df).select("i", "value", "error_class", "error_message").collect()
     assert len(rows) == len(values)  # count in = valid + dead-lettered: nothing dropped
-    return [r["error_class"] for r in sorted(rows, key=lambda r: r["i"])]
+    # What a job dead-letters: the JVM's verdict, with DEFERRED ones settled on the driver.
+    return [c.settle(None if r["value"] is None else bytes(r["value"]), r["error_class"],
+                     r["error_message"])[0] for r in sorted(rows, key=lambda r: r["i"])]
 
 
 def assert_same(spark, topic: str, values: list[bytes | None]) -> set[str | None]:
@@ -168,3 +169,23 @@ def test_long_string_values_are_checked_not_crashed(spark):
     ] + [text.replace('"data": {', '"data": {"x": 1e999, "y": "' + "z" * 100_000 + '", ', 1).encode()]
     outcomes = assert_same(spark, "llm_usage", values)
     assert len(outcomes) >= 2, outcomes  # a number out of range is told from a long string
+
+
+def test_another_topics_types_are_deferred_to_the_client_after_the_jobs_own_checks(spark):
+    """The JVM holds only its topic's rules; another topic's type is DEFERRED and settled by the
+    client, but never ahead of a problem the job finds first (malformed JSON is blamed first)."""
+    from pyspark.sql import functions as F
+
+    from hanzo_stream.jobs.contract import DEFERRED
+
+    llm = dict(VALID[0])  # an llm.usage.completed, valid on llm_usage
+    no_model = {**llm, "data": {k: v for k, v in llm["data"].items() if k != "model"}}
+    values = [json.dumps(llm).encode(), json.dumps(no_model).encode(),
+              json.dumps(llm).replace('"data": {', '"data": {"x": 1e999, ', 1).encode(), b"{nope"]
+    c = compile_contract(SCHEMAS, REGISTRY, "events_plugin_ingestion")
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
+    raw = [r["error_class"] for r in classify(c, df).orderBy("i").select(F.col("error_class")).collect()]
+    assert raw == [DEFERRED, DEFERRED, "json.malformed", "json.malformed"]
+    settled = job_verdicts(spark, "events_plugin_ingestion", values)
+    assert settled[:2] == ["topic.mismatch", client_verdict("events_plugin_ingestion", values[1])]
+    assert settled == [client_verdict("events_plugin_ingestion", v) for v in values]
