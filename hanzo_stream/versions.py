@@ -42,3 +42,11 @@ S3PROXY_VERSION = "4.1.0"
 # Alert routing: Debian's prometheus-alertmanager locally, the same release's image in production.
 ALERTMANAGER_VERSION = "0.25.0"
 ALERTMANAGER_IMAGE = f"quay.io/prometheus/alertmanager:v{ALERTMANAGER_VERSION}"
+
+# The 3.5 line, for bench/spark_versions.py only (the jobs need Spark 4's VARIANT): the newest
+# 3.5 release whose spark-sql-kafka-0-10 Maven Central serves (for Scala 2.12, as PyPI's
+# pyspark 3.5 is built), and what that connector's POM builds against.
+SPARK_BASELINE_VERSION = "3.5.7"
+SPARK_BASELINE_SCALA = "2.12"
+SPARK_BASELINE_KAFKA_CLIENTS = "3.4.1"
+SPARK_BASELINE_COMMONS_POOL2 = "2.11.1"
