@@ -37,7 +37,8 @@ MONEY = (38, 12)  # a JSON number is read as DECIMAL(38,12): exact to 1e-12, hal
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
 _INT64_MAX, _UINT64_MAX = 2**63 - 1, 2**64 - 1
 DEFERRED = "contract.deferred"  # never leaves a job: Contract.settle replaces it
-__all__ = ["DEFERRED", "Contract", "classify", "compile_contract", "java_pattern"]
+EVENT_AT = "$[0]"  # where classify's `event` (the value parsed as a one-element array) holds the event
+__all__ = ["DEFERRED", "EVENT_AT", "Contract", "classify", "compile_contract", "java_pattern"]
 
 
 def java_pattern(p: str) -> str:
@@ -192,15 +193,28 @@ class _Place:
         self.v, self.map = F.col(self.cols["v"]), F.col(self.cols["map"])
         self.kind, self.text = F.col(self.cols["kind"]), F.col(self.cols["text"])
         self.present = self.v.isNotNull()
+        self.casts: dict[str, str] = {}  # SQL type -> column, for the casts several rules share
         places.setdefault(path, self)
 
-    def columns(self, parent: _Place | None, root_v=None) -> list:
+    def cast(self, sql_type: str):
+        """The value cast to `sql_type`, materialized once for every rule that reads it (each
+        variant cast builds a Literal and evaluates a Cast per row)."""
+        name = self.casts.setdefault(sql_type, f"_c_{len(self.casts)}_{self.cols['v'][3:]}")
+        return self.F.col(name)
+
+    def columns(self, parent: _Place | None, doc=None) -> list:
+        """(this place's value, what derives from it). The root's derive from the parsed
+        document at EVENT_AT: its value as a VARIANT of its own is a copy of the whole event,
+        which a job needs only when a rule asks for it."""
         F = self.F
-        v = root_v if parent is None else parent.map.getItem(self.path[-1])
+        src, at = (doc, EVENT_AT) if parent is None else (self.v, "$")
+        v = F.try_variant_get(doc, EVENT_AT, "variant") if parent is None else \
+            parent.map.getItem(self.path[-1])
         return [v.alias(self.cols["v"])], [
-            F.try_variant_get(self.v, "$", "map<string,variant>").alias(self.cols["map"]),
+            F.try_variant_get(src, at, "map<string,variant>").alias(self.cols["map"]),
             F.schema_of_variant(self.v).alias(self.cols["kind"]),
-            F.try_variant_get(self.v, "$", "string").alias(self.cols["text"])]
+            F.try_variant_get(src, at, "string").alias(self.cols["text"]),
+            *(F.try_variant_get(src, at, t).alias(c) for t, c in self.casts.items())]
 
     def is_type(self, t: str):
         F, k = self.F, self.kind
@@ -281,12 +295,16 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
             if val is not False:
                 raise ValueError(f"schemas/: additionalProperties at {name} must be false or absent")
             allowed = sorted(s.get("properties", {}))
+            # Counted, not listed: an object has an unknown field when it has more keys (unique in
+            # a map) than allowed fields present. Array functions run interpreted, element by
+            # element, so the sorted list is built only for a failing row's message.
+            known = sum((place.child(k).present.cast("int") for k in allowed), F.lit(0))
             keys = F.array_sort(F.filter(F.map_keys(place.map), _not_in(allowed)))
             first = F.concat(F.lit(f"{name}." if path else ""), F.try_element_at(keys, F.lit(1)))
             add(kw, "schema.unknown_field", first,
                 F.concat(F.lit("`"), first, F.lit(f"` is not a field here; allowed: {', '.join(allowed)} "
                                                   "(event fields go inside `data`)")),
-                place.map.isNotNull() & (F.size(keys) > 0))
+                place.map.isNotNull() & (F.size(place.map) > known))
         elif kw == "pattern":
             is_ts = val == ts
             bad = ~place.text.rlike(java_pattern(val))
@@ -303,14 +321,12 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
             add(kw, "schema.value", name, f"`{name}` must have {word} {val} character(s)",
                 place.present & place.is_type("string") & bad)
         elif kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            num = F.try_variant_get(place.v, "$", "double")
+            if node.types() == {"integer"}:  # integers compare exactly
+                num, val = place.cast("decimal(38,0)"), F.lit(str(val)).cast("decimal(38,0)")
+            else:
+                num = place.cast("double")
             bad = {"minimum": num < val, "maximum": num > val, "exclusiveMinimum": num <= val,
                    "exclusiveMaximum": num >= val}[kw]
-            if node.types() == {"integer"}:  # integers compare exactly
-                exact = F.try_variant_get(place.v, "$", "decimal(38,0)")
-                val = F.lit(str(val)).cast("decimal(38,0)")
-                bad = {"minimum": exact < val, "maximum": exact > val, "exclusiveMinimum": exact <= val,
-                       "exclusiveMaximum": exact >= val}[kw]
             op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[kw]
             add(kw, "schema.value", name, f"`{name}` must be {op} {s[kw]}",
                 place.present & place.is_type("number") & bad)
@@ -373,18 +389,22 @@ def _entries(contract: Contract, root: _Place) -> list[_Entry]:
 
 
 def classify(contract: Contract, df):
-    """df (with a binary `value`) + `event` (the VARIANT), `error_class`, `error_message`."""
+    """df (with a binary `value`) + `event` (the value parsed as a one-element VARIANT array,
+    the event at EVENT_AT), `error_class`, `error_message`."""
     from pyspark.sql import functions as F
 
     raw = F.col("value").cast("string")
     wrapped = F.try_parse_json(F.concat(F.lit("["), raw, F.lit("]")))
     places: dict[tuple[str, ...], _Place] = {}
     root = _Place((), places)
-    df = df.select("*", F.try_variant_get(wrapped, "$[0]", "variant").alias(root.cols["v"]),
-                   F.try_variant_get(wrapped, "$[1]", "variant").isNotNull().alias("_c_more"))
+    # The document's top-level values, counted without copying them (an object cast to a
+    # boolean is null at once): one is the event, a second means two documents.
+    docs = F.coalesce(F.size(F.try_variant_get(wrapped, "$", "array<boolean>")), F.lit(0))
+    df = df.select("*", wrapped.alias("_c_doc"), docs.alias("_c_docs"))
+    root.present = F.col("_c_docs") >= 1
     # A JSON parser reads one value and may ignore what follows; both wrappers must parse, so
     # `{...} x`, `{...}}` and `{...}] [` are all malformed, as they are for the client.
-    one_doc = (root.present & ~F.col("_c_more")
+    one_doc = (root.present & (F.col("_c_docs") == 1)
                & (~raw.contains("]")
                   | F.json_object_keys(F.concat(F.lit('{"x":'), raw, F.lit("}"))).isNotNull()))
     # String values blanked in two linear passes (escapes out, then each quoted run): the one
@@ -405,8 +425,8 @@ def classify(contract: Contract, df):
         _Entry(~one_doc, "json.malformed", f"the value is not one JSON document (or nests deeper than "
                f"{MAX_JSON_DEPTH} levels); send one UTF-8 JSON object per record"),
         # Only a DOUBLE can be infinite; the regex scans the whole value, so it runs only then.
-        _Entry(root.kind.contains("DOUBLE") & raw.rlike(r"[eE]\+?[0-9]{3}") & huge, "json.malformed",
-               "a number is too large for a double; send finite numbers"),
+        _Entry(F.schema_of_variant("_c_doc").contains("DOUBLE") & raw.rlike(r"[eE]\+?[0-9]{3}") & huge,
+               "json.malformed", "a number is too large for a double; send finite numbers"),
         _Entry(~root.is_type("object"), "schema.type", f"the event must be a JSON object (the {ENVELOPE} "
                "envelope); send one object per record"),
         *_entries(contract, root),
@@ -416,9 +436,8 @@ def classify(contract: Contract, df):
         level = [p for path, p in places.items() if len(path) == depth]
         vs, derived = [], []
         for p in level:
-            a, b = p.columns(places.get(p.path[:-1]) if p.path else None, F.col(root.cols["v"]))
-            if p.path:
-                vs += a
+            a, b = p.columns(places.get(p.path[:-1]) if p.path else None, F.col("_c_doc"))
+            vs += a
             derived += b
         if vs:
             df = df.select("*", *vs)
@@ -453,5 +472,5 @@ def classify(contract: Contract, df):
         msg = F.when(hit, F.lit(f"`{key}` is missing or empty; it is the topic's key (one {key}'s events "
                                 "stay in order on one partition)")).otherwise(msg)
     keep = [c for c in df.columns if not c.startswith("_c_")]
-    return df.select(*keep, F.col(root.cols["v"]).alias("event"), cls.alias("error_class"),
+    return df.select(*keep, F.col("_c_doc").alias("event"), cls.alias("error_class"),
                      msg.alias("error_message"))

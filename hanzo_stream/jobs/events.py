@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from .contract import TS_FORMAT, Contract, classify, compile_contract
+from .contract import EVENT_AT, TS_FORMAT, Contract, classify, compile_contract
 from .kafka_out import Rejected
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def checked(src: DataFrame, c: Contract) -> DataFrame:
     rows = src.select("topic", "partition", "offset", "key", "value",
                       F.col("timestamp").alias("kafka_timestamp"))
     ok = F.col("error_class").isNull()
-    e = F.when(ok, F.try_variant_get(F.col("event"), "$", c.struct().simpleString()))
+    e = F.when(ok, F.try_variant_get(F.col("event"), EVENT_AT, c.struct().simpleString()))
     return (classify(c, rows).select("topic", "partition", "offset", "key", "value", "kafka_timestamp",
                                      e.alias("e"), "error_class", "error_message")
             .withColumn("event_time", F.try_to_timestamp(F.col("e.timestamp"), F.lit(TS_FORMAT))))
