@@ -331,7 +331,7 @@ def report(args, n_events: int, sweep: list[Run], other: Run, prod: int,
            spec_changelog: bool) -> str:
     fixed, per_row, n_pts = fit(sweep)
     cmd = (f"python bench/billing.py --events {n_events} --sweep-events {args.sweep_events} "
-           f"--sizes {','.join(str(r.size) for r in sweep)}")
+           f"--sizes {','.join(str(r.size) for r in sweep)} --hours {args.hours:g}")
     lines = [
         f"`{cmd}`: one local broker (SASL_SSL, TLS 1.3, ACLs), {n_events:,} llm.usage.completed "
         f"events into {LLM} (8 partitions) over {args.hours:g} hours of event time, and "
