@@ -166,23 +166,12 @@ def baseline_python() -> Path:
 
 
 def baseline_jars() -> list[str]:
-    """The 3.5 connector and what its POM builds against (kafka-clients, commons-pool2)."""
-    from hanzo_stream.local import jars
-    from hanzo_stream.versions import (
-        SPARK_BASELINE_COMMONS_POOL2,
-        SPARK_BASELINE_KAFKA_CLIENTS,
-        SPARK_BASELINE_SCALA,
-        SPARK_BASELINE_VERSION,
-    )
+    from hanzo_stream import versions
+    from hanzo_stream.jobs.spark import connector_jars
 
-    v, scala = SPARK_BASELINE_VERSION, SPARK_BASELINE_SCALA
-    d = jars.fetch(f"spark-kafka-{v}", [
-        f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v}",
-        f"org.apache.spark:spark-token-provider-kafka-0-10_{scala}:{v}",
-        f"org.apache.kafka:kafka-clients:{SPARK_BASELINE_KAFKA_CLIENTS}",
-        f"org.apache.commons:commons-pool2:{SPARK_BASELINE_COMMONS_POOL2}",
-    ], transitive=False)
-    return [str(p) for p in sorted(d.glob("*.jar"))]
+    return [str(p) for p in connector_jars(versions.SPARK_BASELINE_VERSION, versions.SPARK_BASELINE_SCALA,
+                                           versions.SPARK_BASELINE_KAFKA_CLIENTS,
+                                           versions.SPARK_BASELINE_COMMONS_POOL2)]
 
 
 def run_worker(python: Path, cfg: dict) -> dict:

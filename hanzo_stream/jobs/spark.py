@@ -31,12 +31,15 @@ from ..versions import SPARK_VERSION
 DEFAULT_MASTER = "local[2]"
 
 
-def connector_jars() -> list[Path]:
-    d = jars.fetch(f"spark-kafka-{SPARK_VERSION}", [
-        f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK_VERSION}",
-        f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA}:{SPARK_VERSION}",
-        f"org.apache.kafka:kafka-clients:{KAFKA_CLIENTS}",
-        f"org.apache.commons:commons-pool2:{COMMONS_POOL2}",
+def connector_jars(version: str = SPARK_VERSION, scala: str = SCALA, kafka_clients: str = KAFKA_CLIENTS,
+                   commons_pool2: str = COMMONS_POOL2) -> list[Path]:
+    """The Kafka connector of a Spark release and what its POM builds against (the jobs'
+    release by default; bench/spark_versions.py fetches the 3.5 line's too)."""
+    d = jars.fetch(f"spark-kafka-{version}", [
+        f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}",
+        f"org.apache.spark:spark-token-provider-kafka-0-10_{scala}:{version}",
+        f"org.apache.kafka:kafka-clients:{kafka_clients}",
+        f"org.apache.commons:commons-pool2:{commons_pool2}",
     ], transitive=False)
     return sorted(d.glob("*.jar"))
 
