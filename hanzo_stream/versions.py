@@ -50,3 +50,23 @@ SPARK_BASELINE_VERSION = "3.5.7"
 SPARK_BASELINE_SCALA = "2.12"
 SPARK_BASELINE_KAFKA_CLIENTS = "3.4.1"
 SPARK_BASELINE_COMMONS_POOL2 = "2.11.1"
+
+# The local Kubernetes (hanzo_stream/kube/build.py builds these from the Go module proxy;
+# kube/k8s/go.mod and kube/pulumi/go.mod require the same releases, a unit test checks).
+KUBERNETES_VERSION = "v1.37.2"
+COREDNS_VERSION = "v1.15.0"  # cluster DNS, built with only the plugins it uses
+PULUMI_VERSION = "3.274.1"  # the CLI (github.com/pulumi/pulumi/pkg/v3)
+# pulumi-resource-kubernetes: the proxy serves one pseudo-version of provider/v4, the commit
+# of the day before release 4.25.0; the binary is stamped 4.25.0 and the PyPI SDK pins it.
+PULUMI_KUBERNETES_VERSION = "4.25.0"
+PULUMI_KUBERNETES_PROVIDER_MODULE = "v4.0.0-20260115033456-f47bc2d6f199"
+
+# The local Kubernetes' own images, built here without any registry (hanzo_stream/kube/images.py):
+# Debian release and JRE of the kafka and hanzo-stream images (bookworm's python3 is 3.11,
+# the build checks it), and the references the cluster runs them under.
+KUBE_IMAGE_DEBIAN = "bookworm"
+KUBE_IMAGE_PYTHON = "3.11"
+KUBE_IMAGE_JAVA = "17"
+KUBE_PAUSE_IMAGE = "localhost/hanzo-stream/pause:1"
+KUBE_KAFKA_IMAGE = f"localhost/hanzo-stream/kafka:{KAFKA_VERSION}"  # stands in for APACHE_IMAGE
+KUBE_HANZO_STREAM_REPO = "localhost/hanzo-stream/hanzo-stream"  # tagged with a hash of its contents

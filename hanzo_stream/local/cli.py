@@ -15,10 +15,12 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from ..kube.cli import app as kube_app
 from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
 app = typer.Typer(no_args_is_help=True)
+app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
 console = Console(stderr=True, highlight=False)
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r")]
 
