@@ -1,8 +1,9 @@
 """SASL credentials: one generated password per registry principal, plus the admin.
 
-Passwords are pulumi-random resources, so they exist only as Pulumi secrets (encrypted in
-state) and as Kubernetes Secrets; every manifest that needs one refers to a Secret key.
-Rotating a password is explicit: `pulumi up --replace <the RandomPassword's URN>`.
+Passwords are generated once by the program (infra/generated.py), so they exist only as
+Pulumi secrets (encrypted in state) and as Kubernetes Secrets; every manifest that needs one
+refers to a Secret key. Rotating a password is explicit: `pulumi up --replace <the URN of
+its Password resource>` (docs/deploy.md, day two).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import json
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_random as random
 
 from hanzo_stream.broker_config import jaas_config, to_server_properties
 from hanzo_stream.registry import Registry
 
+from . import generated
 from .broker import JAAS_KEY, JAAS_SECRET
 from .topology import labels
 
@@ -48,8 +49,7 @@ class Credentials:
 
 
 def _password(name: str) -> pulumi.Output:
-    # Alphanumeric only: passwords are embedded in JAAS strings, which have no escaping.
-    pw = random.RandomPassword(f"password-{name}", length=32, special=False)
+    pw = generated.Password(f"password-{name}", length=32)  # alphanumeric: JAAS has no escaping
     return pulumi.Output.secret(pw.result)
 
 

@@ -10,7 +10,6 @@ import hashlib
 from pathlib import Path
 
 import pulumi
-import pulumi_random as random
 
 from hanzo_stream.registry import load_registry
 
@@ -18,6 +17,7 @@ from . import (
     broker,
     cluster,
     credentials,
+    generated,
     k8s,
     monitoring,
     network,
@@ -50,26 +50,22 @@ def _secret_setting(key: str) -> pulumi.Output | None:
 
 def cluster_id(s: StackSettings) -> pulumi.Output:
     """The KRaft cluster id: created once, a secret, protected, never regenerated."""
-    rid = random.RandomId(
-        "kafka-cluster-id", byte_length=16,
-        opts=pulumi.ResourceOptions(protect=s.protect,
-                                    additional_secret_outputs=["b64Url", "b64Std", "hex", "dec"]))
-    return pulumi.Output.secret(rid.b64_url)  # Kafka's format: base64url of 16 bytes
+    rid = generated.ClusterId("kafka-cluster-id", opts=pulumi.ResourceOptions(protect=s.protect))
+    return pulumi.Output.secret(rid.result)  # Kafka's format: base64url of 16 bytes
 
 
 def founding_controllers(s: StackSettings) -> pulumi.Output:
     """How many pods founded the controller quorum, recorded by the program itself.
 
-    A RandomInteger pinned to min = max = the stack's size at its first `pulumi up`, with
-    ignore_changes on both: later values of `brokers` never reach it, so raising `brokers`
+    A `generated.Record` of the stack's size at its first `pulumi up`, which never changes
+    afterwards: later values of `brokers` never reach it, so raising `brokers`
     on a running one-broker stack keeps the record at 1 and the new pods join instead of
     founding a rival quorum. Nothing for the user to get right; `initialControllers`
     overrides it only for a stack whose record is missing (e.g. state rebuilt) or wrong.
     """
     seed = s.initialControllers or s.brokers
-    record = random.RandomInteger(
-        "kafka-initial-controllers", min=seed, max=seed,
-        opts=pulumi.ResourceOptions(protect=s.protect, ignore_changes=["min", "max"]))
+    record = generated.Record("kafka-initial-controllers", seed,
+                              opts=pulumi.ResourceOptions(protect=s.protect))
     if s.initialControllers:
         return pulumi.Output.from_input(s.initialControllers)
     return record.result.apply(int)  # numbers cross the engine as floats

@@ -3,14 +3,17 @@
     python -m infra.render dev [--out rendered.json] [--set key=value] [--secret key=value]
                                [--existing resource-name='{"output": value}']
 
-Runs the real program with `pulumi.runtime.set_mocks` and writes every registered
+Runs the real program with `pulumi.runtime.set_mocks` and writes every registered or read
 resource (inputs with secrets unwrapped, which input paths were secret, protect flag,
-dependencies), the stack outputs (value and secretness) and the values the mocks
-generated for passwords and keys, so tests can search the output for them. `--existing`
-renders a later `pulumi up` of a stack that already has that resource: its outputs are the
-ones given (what the state holds), not the ones the inputs would produce. One stack
-per process: the Pulumi runtime keeps global state, so the tests start one per stack.
-The passwords and keys here are the mocks' inventions, never real ones.
+ignore_changes, secret outputs, dependencies; reads are marked `read`), the stack outputs
+(value and secretness) and every generated secret value (the secret outputs of the
+program's dynamic resources), so tests can search the output for them. Dynamic resources
+(infra/generated.py) run their provider's real `create`, so passwords, keys and
+certificates are real ones, made for this rendering only. `--existing` renders a later
+`pulumi up` of a stack that already has that resource (or a read of what the cluster or
+the stack's last deployment holds): its outputs are the ones given, not the ones the inputs
+would produce. One stack per process: the Pulumi runtime keeps global state, so the tests
+start one per stack.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import base64
 import json
 import os
 import secrets
-import string
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+PROVIDER_KEY = "__provider"  # pulumi.dynamic: the serialized provider among the inputs
 
 
 def stack_config(stack: str, root: Path = ROOT) -> tuple[dict[str, str], list[str]]:
@@ -59,12 +62,13 @@ def _unwrap(value: Any, path: str, secret_paths: list[str]) -> Any:
     return value
 
 
-def _token(n: int = 32) -> str:
-    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
+def _create(provider: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Run a dynamic provider's create as its provider process would: unpickle it (dill, by
+    reference to infra.generated) and call it with the resolved inputs."""
+    import dill
 
-
-def _pem(kind: str) -> str:
-    return f"-----BEGIN {kind}-----\n{_token(64)}\n-----END {kind}-----\n"
+    result = dill.loads(base64.b64decode(provider)).create(inputs)
+    return result.id, _unwrap(result.outs or {}, "", [])
 
 
 def render(stack: str, extra: dict[str, str] | None = None,
@@ -93,33 +97,19 @@ def render(stack: str, extra: dict[str, str] | None = None,
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
             paths: list[str] = []
             inputs = _unwrap(args.inputs, "", paths)
+            provider = inputs.pop(PROVIDER_KEY, None)  # a dynamic resource's serialized provider
+            opts = options.get(args.name, {})
             resources.append({"type": args.typ, "name": args.name, "inputs": inputs,
-                              "secret_paths": paths, **options.get(args.name, {})})
-            outputs = dict(inputs)
-            t = args.typ
-            if t == "random:index/randomPassword:RandomPassword":
-                outputs["result"] = _token(int(inputs.get("length", 32)))
-                generated.append(outputs["result"])
-            elif t == "random:index/randomId:RandomId":
-                raw = secrets.token_bytes(int(inputs.get("byteLength", 16)))
-                outputs |= {"b64Url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
-                            "b64Std": base64.b64encode(raw).decode(), "hex": raw.hex(),
-                            "dec": str(int.from_bytes(raw, "big"))}
-                generated.append(outputs["b64Url"])
-            elif t == "tls:index/privateKey:PrivateKey":
-                outputs |= {"privateKeyPem": _pem("EC PRIVATE KEY"),
-                            "privateKeyPemPkcs8": _pem("PRIVATE KEY"),
-                            "publicKeyPem": _pem("PUBLIC KEY")}
-                generated.extend([outputs["privateKeyPem"], outputs["privateKeyPemPkcs8"]])
-            elif t in ("tls:index/selfSignedCert:SelfSignedCert",
-                       "tls:index/locallySignedCert:LocallySignedCert"):
-                outputs["certPem"] = _pem("CERTIFICATE")
-            elif t == "tls:index/certRequest:CertRequest":
-                outputs["certRequestPem"] = _pem("CERTIFICATE REQUEST")
-            elif t == "random:index/randomInteger:RandomInteger":
-                outputs["result"] = inputs["min"]  # min = max in this program
+                              "secret_paths": [p for p in paths if p != PROVIDER_KEY], **opts})
+            rid, outputs = f"{args.name}-id", dict(inputs)
+            if provider is not None:  # what the engine would do: the provider's own create
+                rid, made = _create(provider, inputs)
+                outputs |= made
+                generated.extend(made[k] for k in opts.get("secret_outputs", ()) if made.get(k))
+            elif args.typ == "pulumi:pulumi:StackReference":
+                outputs |= {"outputs": {}, "secretOutputNames": []}  # a stack never deployed
             outputs |= (existing or {}).get(args.name, {})
-            return f"{args.name}-id", outputs
+            return rid, outputs
 
         def call(self, args: pulumi.runtime.MockCallArgs):
             return {}
@@ -128,9 +118,14 @@ def render(stack: str, extra: dict[str, str] | None = None,
         def RegisterResource(self, request):
             options[request.name] = {"protect": bool(request.protect),
                                      "ignore_changes": sorted(request.ignoreChanges),
+                                     "secret_outputs": sorted(request.additionalSecretOutputs),
                                      "dependencies": sorted(u.split("::")[-1]
                                                             for u in request.dependencies)}
             return super().RegisterResource(request)
+
+        def ReadResource(self, request):
+            options[request.name] = {"read": True, "id": request.id}
+            return super().ReadResource(request)
 
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="hanzo-stream", stack=stack, preview=False,

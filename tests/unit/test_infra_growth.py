@@ -59,9 +59,9 @@ def format_args(rendered: dict, tmp_path) -> list[list[str]]:
 def test_the_founding_size_is_recorded_once_and_never_follows_brokers():
     out = render("dev", THREE)
     rec = record(out)
-    assert rec["type"] == "random:index/randomInteger:RandomInteger"
-    assert rec["inputs"] == {"min": 3, "max": 3}  # a new stack: every pod founds
-    assert rec["ignore_changes"] == ["max", "min"]  # later `brokers` never reach the record
+    assert rec["type"] == "pulumi-python:dynamic:Record"
+    assert rec["inputs"] == {"value": 3}  # a new stack: every pod founds
+    assert rec["ignore_changes"] == ["value"]  # later `brokers` never reach the record
     assert rec["protect"] is False  # dev; prod protects it like the cluster id
     assert record(render("prod"))["protect"] is True
     assert out["outputs"]["initialControllers"]["value"] == 3
@@ -91,7 +91,7 @@ def test_the_setting_overrides_a_missing_record(tmp_path):
     would, and seeds a new record with it."""
     out = render("dev", THREE + (("initialControllers", "1"),))
     assert out["outputs"]["initialControllers"]["value"] == 1
-    assert record(out)["inputs"] == {"min": 1, "max": 1}
+    assert record(out)["inputs"] == {"value": 1}
     assert kafka_container(out)["command"] == kafka_container(grown())["command"]
 
 

@@ -116,3 +116,17 @@ def test_the_program_directory_runs_as_pulumi_runs_it():
         via_main = json.loads(out.read_text())
     names = sorted((r["type"], r["name"]) for r in via_main["resources"])
     assert names == sorted((r["type"], r["name"]) for r in render("dev")["resources"])
+
+
+def test_pulumi_sdks_are_pinned_to_the_releases_the_engine_runs():
+    """pyproject pins the Kubernetes SDK of the provider binary we build (versions.py) and
+    one pulumi SDK; the environment the tests run in has exactly those; the random and tls
+    providers are gone (infra/generated.py makes those values)."""
+    import tomllib
+    from importlib.metadata import version
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["infra"]
+    pins = dict(d.split("==") for d in deps if d.startswith("pulumi"))
+    assert pins == {"pulumi": "3.272.0", "pulumi-kubernetes": versions.PULUMI_KUBERNETES_VERSION}
+    assert pins == {name: version(name) for name in pins}

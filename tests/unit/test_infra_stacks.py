@@ -130,14 +130,14 @@ def test_jaas_secret_is_broker_config_secret_half(out):
 
 
 def test_cluster_id_is_stable_secret_resource(stack, out):
-    (rid,) = by_type(out, "random:index/randomId:RandomId")
-    assert rid["inputs"]["byteLength"] == 16  # a KRaft cluster id is 16 bytes, base64url
+    (rid,) = by_type(out, "pulumi-python:dynamic:ClusterId")
+    assert rid["secret_outputs"] == ["result"]  # a secret in state
     assert rid["protect"] is (stack == "prod")  # dev may be destroyed; prod's id may not
     cid = out["outputs"]["clusterId"]["value"]
-    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cid)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cid)  # a KRaft cluster id: base64url of 16 bytes
     assert secret_data(out, "kafka-cluster-id") == {"cluster-id": cid}
-    # A second rendering is a second "stack": the id comes from the resource, not the program.
-    assert "keepers" not in rid["inputs"]
+    # Nothing in the program feeds it: the id comes from the resource's state, not the inputs.
+    assert rid["inputs"] == {}
 
 
 def test_pdb_probes_resources_and_security(stack, out):
@@ -264,18 +264,31 @@ def test_cert_manager_mode_issues_a_certificate_instead_of_generating_keys():
                                          "group": "cert-manager.io"}
     assert cert["spec"]["privateKey"]["encoding"] == "PKCS8"
     assert "*.kafka-headless.hanzo.svc.cluster.local" in cert["spec"]["dnsNames"]
-    assert not by_type(out, "tls:index/privateKey:PrivateKey")
+    assert not [r for r in out["resources"] if "Certificate" in r["type"]
+                and r["type"].startswith("pulumi-python:dynamic:")]
     assert not [s for s in of_kind(out, "Secret") if s["metadata"]["name"] == "kafka-tls"]
     assert out["outputs"]["caCertPem"]["value"] is None
 
 
-def test_self_signed_certificate_names_every_broker_address(out):
-    (csr,) = by_type(out, "tls:index/certRequest:CertRequest")
-    names = csr["inputs"]["dnsNames"]
-    assert "*.kafka-headless.hanzo.svc.cluster.local" in names  # kafka-N.kafka-headless...
-    assert "kafka.hanzo.svc.cluster.local" in names  # the bootstrap address
-    keys = by_type(out, "tls:index/privateKey:PrivateKey")
-    assert {k["inputs"]["algorithm"] for k in keys} == {"ECDSA"}
+def test_self_signed_certificate_names_every_broker_address(stack, out):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    (ca,) = by_type(out, "pulumi-python:dynamic:CertificateAuthority")
+    (broker_cert,) = by_type(out, "pulumi-python:dynamic:BrokerCertificate")
+    assert ca["protect"] is (stack == "prod") and not broker_cert["protect"]
+    assert ca["secret_outputs"] == broker_cert["secret_outputs"] == ["private_key_pem"]
+    assert "ca_private_key_pem" in broker_cert["secret_paths"]
     tls_secret = secret_data(out, "kafka-tls")
     assert set(tls_secret) == {"tls.crt", "tls.key", "ca.crt"}
     assert tls_secret["tls.key"].startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8
+    leaf, chained_ca = x509.load_pem_x509_certificates(tls_secret["tls.crt"].encode())
+    root = x509.load_pem_x509_certificate(tls_secret["ca.crt"].encode())
+    assert chained_ca == root and out["outputs"]["caCertPem"]["value"] == tls_secret["ca.crt"]
+    leaf.verify_directly_issued_by(root)
+    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == broker_cert["inputs"]["dns_names"]
+    assert "*.kafka-headless.hanzo.svc.cluster.local" in broker_cert["inputs"]["dns_names"]
+    assert "kafka.hanzo.svc.cluster.local" in broker_cert["inputs"]["dns_names"]  # the bootstrap
+    key = load_pem_private_key(tls_secret["tls.key"].encode(), None)
+    assert key.public_key() == leaf.public_key() and key.curve.name == "secp256r1"
