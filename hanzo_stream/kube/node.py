@@ -103,7 +103,7 @@ class Node:
         return str(self.bin / name)
 
     def daemon(self, name: str) -> Daemon:
-        return Daemon.load(self.home / "run", name)
+        return Daemon.load(self.home, name)
 
     @property
     def inner_server(self) -> str:
@@ -168,11 +168,15 @@ class Node:
         d.spawn([*(netns.run_in(self.addr) if inside else []), *argv])
         return d
 
-    def _get(self, url: str, cert: str = "admin") -> bytes:
-        """GET inside the namespace (health endpoints listen on the node's addresses)."""
+    def _get(self, url: str, cert: str = "admin", verify: bool = True) -> bytes:
+        """GET inside the namespace (health endpoints listen on the node's addresses).
+        verify=False: the component serves a self-signed certificate of its own (the
+        controller manager and scheduler make one at start)."""
         import ssl
 
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        if not verify:
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         ctx.load_cert_chain(self.pki / f"{cert}.crt", self.pki / f"{cert}.key")
         with netns.entered(self.addr), urllib.request.urlopen(url, timeout=3, context=ctx) as r:
             return r.read()
@@ -226,7 +230,7 @@ class Node:
             "--service-account-signing-key-file", str(p / "sa.key"),
             "--authorization-mode", "Node,RBAC",
             "--enable-admission-plugins", "NodeRestriction",
-            "--allow-privileged", "true", "--profiling=false"])
+            "--allow-privileged=true", "--profiling=false"])
         self._wait(lambda: self._get(f"{self.inner_server}/readyz") == b"ok", timeout,
                    "kube-apiserver /readyz", d)
 
@@ -234,7 +238,7 @@ class Node:
         """127.0.0.1:<host_api_port> on the host -> the API server in the namespace."""
         a = self.addr
         d = self._spawn("api-forwarder", [
-            "socat", "-lf", str(self.home / "run" / "api-forwarder.socat.log"),
+            "socat", "-lf", str(self.home / "api-forwarder.socat.log"),
             f"TCP-LISTEN:{a.host_api_port},bind=127.0.0.1,reuseaddr,fork",
             f"EXEC:{' '.join(netns.run_in(a))} socat STDIO TCP\\:{a.node_ip}\\:{a.api_port}"],
             inside=False)
@@ -255,7 +259,7 @@ class Node:
             "--cluster-signing-key-file", str(p / "ca.key"),
             "--use-service-account-credentials", "--leader-elect=false",
             "--service-cluster-ip-range", self.addr.service_cidr])
-        self._wait(lambda: self._get("https://127.0.0.1:10257/healthz") == b"ok", timeout,
+        self._wait(lambda: self._get("https://127.0.0.1:10257/healthz", verify=False) == b"ok", timeout,
                    "kube-controller-manager", d)
 
     def _scheduler(self, timeout: float) -> None:
@@ -265,7 +269,7 @@ class Node:
             "--authentication-kubeconfig", str(p / "scheduler.kubeconfig"),
             "--authorization-kubeconfig", str(p / "scheduler.kubeconfig"),
             "--bind-address", "127.0.0.1", "--leader-elect=false"])
-        self._wait(lambda: self._get("https://127.0.0.1:10259/healthz") == b"ok", timeout,
+        self._wait(lambda: self._get("https://127.0.0.1:10259/healthz", verify=False) == b"ok", timeout,
                    "kube-scheduler", d)
 
     def _containerd(self, timeout: float) -> None:
