@@ -50,6 +50,10 @@ JAAS_SECRET, JAAS_KEY = "kafka-broker-jaas", "jaas.properties"
 CLUSTER_ID_SECRET, CLUSTER_ID_KEY = "kafka-cluster-id", "cluster-id"
 TLS_SECRET = "kafka-tls"
 JAAS_ENV = "HANZO_KAFKA_JAAS"
+# The JMX agent's -javaagent option: the entrypoint hands it to the broker's JVM only. In
+# KAFKA_OPTS every Kafka tool run in the container (kubectl exec ... kafka-topics.sh) would
+# load the agent too and die binding the metrics port the broker holds.
+JMX_AGENT_ENV = "HANZO_JMX_AGENT_OPTS"
 ADMIN_JAAS_ENV = "HANZO_ADMIN_JAAS"  # the join sidecar's client login, from the kafka-admin Secret
 VOTER_MARKER = "voter"  # written by the join sidecar once this pod is a voter: its readiness
 
@@ -170,7 +174,7 @@ def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str) ->
          "valueFrom": {"secretKeyRef": {"name": CLUSTER_ID_SECRET, "key": CLUSTER_ID_KEY}}},
         {"name": JAAS_ENV, "valueFrom": {"secretKeyRef": {"name": JAAS_SECRET, "key": JAAS_KEY}}},
         {"name": "KAFKA_HEAP_OPTS", "value": heap_opts},
-        {"name": "KAFKA_OPTS", "value": jmx_opts},
+        {"name": JMX_AGENT_ENV, "value": jmx_opts},
         {"name": "LOG_DIR", "value": "/tmp/kafka-logs"},
     ]
     return env
@@ -219,6 +223,9 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         "# First start on an empty volume: join the dynamic quorum as rendered for this pod.",
         f'{bin_}/kafka-storage.sh format --ignore-formatted --cluster-id "${flavor.cluster_id_var}"'
         ' --config "$conf" "$@"',
+        "# The JMX agent goes to the broker's JVM only: in the container's KAFKA_OPTS, every Kafka tool",
+        "# run in the container would load it too and fail to bind its port.",
+        f'KAFKA_OPTS="${{{JMX_AGENT_ENV}:-}}${{KAFKA_OPTS:+ $KAFKA_OPTS}}" '
         f'exec {bin_}/kafka-server-start.sh "$conf"',
         "",
     ])

@@ -26,7 +26,7 @@ from hanzo_stream.broker_config import Replication
 from . import broker
 from .broker import Flavor, Paths, Rendered
 from .credentials import ADMIN, user_secret
-from .settings import StackSettings
+from .settings import JMX_AGENT_IN_IMAGE, StackSettings
 from .topology import PORTS, Topology, labels
 
 SERVICE_ACCOUNT = "kafka"
@@ -88,6 +88,31 @@ def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths
     }
 
 
+def jmx_agent_init(s: StackSettings, paths: Paths = Paths()) -> dict:
+    """The init container that puts the JMX exporter agent into the pod's emptyDir, checked
+    against jmxAgentSha256. By default it copies the jar from its own image (the reconciler
+    image carries it): no network at broker start. Only an explicit jmxAgentUrl downloads it
+    (with curl, from an initImage that has it; settings refuses the URL without one)."""
+    if s.jmxAgentUrl:
+        source = {"name": "URL", "value": s.jmxAgentUrl}
+        fetch = 'curl -fsSL --retry 5 -o "$DEST.part" "$URL"'
+    else:
+        source = {"name": "SOURCE", "value": JMX_AGENT_IN_IMAGE}
+        fetch = 'cp "$SOURCE" "$DEST.part"'
+    return {
+        "name": "jmx-agent",
+        "image": s.initImage or s.reconcilerImage,
+        "command": ["/bin/sh", "-c", f'set -eu; {fetch}; echo "$SHA256  $DEST.part" | '
+                    'sha256sum -c -; mv "$DEST.part" "$DEST"'],
+        "env": [source, {"name": "SHA256", "value": s.jmxAgentSha256},
+                {"name": "DEST", "value": f"{paths.jmx_dir}/jmx_prometheus_javaagent.jar"}],
+        "volumeMounts": [{"name": "jmx-agent", "mountPath": paths.jmx_dir}],
+        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
+                      "limits": {"cpu": "200m", "memory": "64Mi"}},
+        "securityContext": RESTRICTED,
+    }
+
+
 def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jmx: JmxRules,
                 annotations: dict[str, Any], paths: Paths = Paths(),
                 script: Any = None) -> dict:
@@ -95,7 +120,6 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
     value known only at deployment (the recorded founding size); default: rendered from `r`."""
     env = broker.container_env(flavor, r, s.heapOpts, broker.jmx_opts(paths, jmx.file_name))
     sel = top.broker_labels
-    restricted = RESTRICTED
     if script is None:
         script = broker.entrypoint(flavor, top, r, paths)
     pod_spec: dict[str, Any] = {
@@ -107,20 +131,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
                             "runAsGroup": flavor.uid, "fsGroup": flavor.uid,
                             "fsGroupChangePolicy": "OnRootMismatch",
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "initContainers": [{
-            "name": "fetch-jmx-agent",
-            "image": s.initImage,
-            "command": ["/bin/sh", "-c",
-                        'curl -fsSL --retry 5 -o "$DEST.part" "$URL" && '
-                        'echo "$SHA256  $DEST.part" | sha256sum -c - && mv "$DEST.part" "$DEST"'],
-            "env": [{"name": "URL", "value": s.jmxAgentUrl},
-                    {"name": "SHA256", "value": s.jmxAgentSha256},
-                    {"name": "DEST", "value": f"{paths.jmx_dir}/jmx_prometheus_javaagent.jar"}],
-            "volumeMounts": [{"name": "jmx-agent", "mountPath": paths.jmx_dir}],
-            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
-                          "limits": {"cpu": "200m", "memory": "64Mi"}},
-            "securityContext": restricted,
-        }],
+        "initContainers": [jmx_agent_init(s, paths)],
         "containers": [{
             "name": "kafka",
             "image": s.broker_image,
@@ -137,7 +148,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
                                "timeoutSeconds": 5, "failureThreshold": 3},
             "livenessProbe": {"tcpSocket": {"port": "controller"}, "periodSeconds": 20,
                               "timeoutSeconds": 5, "failureThreshold": 6},
-            "securityContext": restricted,
+            "securityContext": RESTRICTED,
             "volumeMounts": [
                 {"name": "data", "mountPath": paths.data_dir},
                 {"name": "tls", "mountPath": paths.tls_dir, "readOnly": True},

@@ -16,11 +16,15 @@ from hanzo_stream import versions
 
 PROJECT = "hanzo-stream"
 
+# The Prometheus JMX exporter agent: where it is published (the reconciler image bakes it in
+# from there, docs/images.md), its checksum, and where that image keeps it.
 JMX_AGENT_URL = (
     "https://repo1.maven.org/maven2/io/prometheus/jmx/jmx_prometheus_javaagent/"
     f"{versions.JMX_EXPORTER_VERSION}/jmx_prometheus_javaagent-{versions.JMX_EXPORTER_VERSION}.jar"
 )
 JMX_AGENT_SHA256 = "7d61f737fd661610ccc14aea79764faa1ea94a340cbc8f0029b3d2edea3d80c1"
+JMX_AGENT_IN_IMAGE = "/opt/hanzo-stream/jmx/jmx_prometheus_javaagent.jar"
+CURL_IMAGE = "docker.io/curlimages/curl:8.10.1"  # an initImage that can download it
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("reconcilerImage", "ghcr.io/hanzoai/hanzo-stream:0.1.0",
             "image with the hanzo-stream CLI (see docs/images.md)"),
     Setting("reconcilerArgs", ["apply"], "arguments of `hanzo-stream` in the reconciler Job"),
-    Setting("jmxAgentUrl", JMX_AGENT_URL, "where the init container fetches the JMX "
-            "exporter javaagent"),
-    Setting("jmxAgentSha256", JMX_AGENT_SHA256, "expected SHA-256 of that jar"),
-    Setting("initImage", "docker.io/curlimages/curl:8.10.1", "init container that fetches "
-            "the javaagent"),
+    Setting("jmxAgentUrl", "", "where to download the JMX exporter javaagent (e.g. a mirror of "
+            "Maven Central) instead of copying it from the init image; empty: the brokers' init "
+            f"container copies `{JMX_AGENT_IN_IMAGE}` from the reconciler image, no network "
+            f"(docs/images.md). A URL needs an `initImage` with curl, e.g. `{CURL_IMAGE}`"),
+    Setting("jmxAgentSha256", JMX_AGENT_SHA256, "expected SHA-256 of the javaagent jar, "
+            "checked before the broker starts"),
+    Setting("initImage", "", "image of the init container that provides the javaagent; "
+            "empty: `reconcilerImage`"),
     Setting("prometheusOperator", True, "create PodMonitor, ServiceMonitor and "
             "PrometheusRule (needs the Prometheus operator's CRDs)"),
     Setting("prometheusLabels", {"release": "kube-prometheus-stack"}, "labels the "
@@ -200,6 +207,12 @@ def _validate(v: dict[str, Any]) -> None:
     if v["brokers"] < 1 or v["brokers"] == 2:
         raise SettingsError("brokers must be 1 or at least 3 (a 2-voter quorum survives no failure)")
     _validate_initial_controllers(v["initialControllers"], v["brokers"])
+    if v["jmxAgentUrl"] and not v["initImage"]:
+        raise SettingsError(
+            f"{PROJECT}:jmxAgentUrl is set, so the brokers' init container downloads the JMX agent "
+            f"with curl, which the reconciler image lacks: set {PROJECT}:initImage to an image with "
+            f"curl and sha256sum (e.g. `pulumi config set initImage {CURL_IMAGE}`), or `pulumi "
+            "config rm jmxAgentUrl` to copy the agent from the reconciler image (docs/images.md)")
     if v["imageDigest"] and not v["imageDigest"].startswith("sha256:"):
         raise SettingsError("imageDigest must look like sha256:<64 hex>")
 

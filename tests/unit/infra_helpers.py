@@ -88,7 +88,7 @@ def stack_brokers(stack: str) -> int:
 
 # The broker container's entrypoint, run with sh and a stand-in Kafka that records what it got.
 FAKE_KAFKA = {
-    "kafka-storage.sh": 'echo "$@" > "$OUT/storage-args"\n',
+    "kafka-storage.sh": 'echo "$@" > "$OUT/storage-args"; env > "$OUT/storage-env"\n',
     "kafka-server-start.sh": 'cp "$1" "$OUT/server.properties"; env > "$OUT/env"\n',
 }
 
@@ -109,8 +109,10 @@ def _flavor(rendered: dict):
     return broker.FLAVORS["bitnami" if "KAFKA_KRAFT_CLUSTER_ID" in env else "apache"]
 
 
-def run_pod(rendered: dict, ordinal: int, tmp: Path) -> subprocess.CompletedProcess:
-    """Run the container command as pod `ordinal` would, paths moved under `tmp`."""
+def run_pod(rendered: dict, ordinal: int, tmp: Path,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the container command as pod `ordinal` would, paths moved under `tmp`, with the
+    container's environment plus `extra_env`."""
     c = kafka_container(rendered)
     from infra import broker
 
@@ -134,7 +136,7 @@ def run_pod(rendered: dict, ordinal: int, tmp: Path) -> subprocess.CompletedProc
     env[flavor.cluster_id_var] = secret_data(rendered, "kafka-cluster-id")["cluster-id"]
     env["HANZO_KAFKA_JAAS"] = secret_data(rendered, "kafka-broker-jaas")["jaas.properties"]
     env |= {"HOSTNAME": f"kafka-{ordinal}", "OUT": str(tmp),
-            "PATH": os.pathsep.join(["/usr/bin", "/bin"])}
+            "PATH": os.pathsep.join(["/usr/bin", "/bin"]), **(extra_env or {})}
     assert c["command"][:2] == ["/bin/sh", "-c"]
     return subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True,
                           timeout=60)

@@ -14,7 +14,7 @@ from infra.render import stack_config
 from infra.settings import parse
 from infra.topology import Topology
 
-from .infra_helpers import parse_properties, render, run_pod, secret_data
+from .infra_helpers import env_map, kafka_container, parse_properties, render, run_pod, secret_data
 
 BITNAMI = (("imageFlavor", "bitnami"), ("image", "registry.example.com/bitnami/kafka:4.4.0"))
 CASES = [("dev", ()), ("prod", ()), ("prod", BITNAMI)]
@@ -52,6 +52,30 @@ def test_each_pod_runs_exactly_broker_config(stack, sets, tmp_path):
         assert "HANZO_KAFKA_JAAS" not in (d / "env").read_text()
         mode = (d / "run" / "server.properties").stat().st_mode & 0o777
         assert mode == 0o600
+
+
+def env_file(path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+@pytest.mark.parametrize(("stack", "sets"), CASES, ids=["dev", "prod", "prod-bitnami"])
+def test_the_jmx_agent_reaches_the_broker_jvm_only(stack, sets, tmp_path):
+    """In the container's KAFKA_OPTS the agent would start in every Kafka tool run there
+    (`kubectl exec kafka-0 -- kafka-topics.sh ...`) and die binding the broker's port 9404."""
+    rendered = render(stack, sets)
+    env = env_map(kafka_container(rendered))
+    agent = env[broker.JMX_AGENT_ENV]["value"]
+    assert agent.startswith("-javaagent:") and "=9404:" in agent
+    assert "KAFKA_OPTS" not in env  # what a kubectl exec inherits: no agent
+    proc = run_pod(rendered, 0, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert env_file(tmp_path / "env")["KAFKA_OPTS"] == agent  # kafka-server-start.sh
+    assert "KAFKA_OPTS" not in env_file(tmp_path / "storage-env")  # kafka-storage.sh: no agent
+    # An operator's own KAFKA_OPTS (e.g. added to the pod) still reaches the broker, after it.
+    proc = run_pod(rendered, 0, tmp_path, {"KAFKA_OPTS": "-Dhanzo.test=1"})
+    assert proc.returncode == 0, proc.stderr
+    assert env_file(tmp_path / "env")["KAFKA_OPTS"] == f"{agent} -Dhanzo.test=1"
+    assert env_file(tmp_path / "storage-env")["KAFKA_OPTS"] == "-Dhanzo.test=1"
 
 
 def test_directory_ids_are_distinct_kafka_uuids():

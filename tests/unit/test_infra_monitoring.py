@@ -3,7 +3,9 @@ the registry; and the same wiring works with other sets of files."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -27,17 +29,84 @@ def test_jmx_agent_runs_with_the_project_rules_file():
     assert files, "monitoring/ has a JMX exporter rules file"
     cm = obj(out, "ConfigMap", "kafka-jmx-rules")
     assert cm["data"] == {"kafka-jmx.yaml": files[0].read_text()}
-    opts = env_map(kafka_container(out))["KAFKA_OPTS"]["value"]
-    assert opts == ("-javaagent:/opt/hanzo/jmx/jmx_prometheus_javaagent.jar="
-                    "9404:/opt/hanzo/jmx-rules/kafka-jmx.yaml")
-    pod = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]
-    init = pod["initContainers"][0]
-    envs = {e["name"]: e["value"] for e in init["env"]}
-    assert envs["URL"].endswith("jmx_prometheus_javaagent-1.0.1.jar")
-    assert len(envs["SHA256"]) == 64 and "sha256sum -c" in init["command"][2]
+    env = env_map(kafka_container(out))
+    assert env["HANZO_JMX_AGENT_OPTS"]["value"] == (
+        "-javaagent:/opt/hanzo/jmx/jmx_prometheus_javaagent.jar=9404:/opt/hanzo/jmx-rules/kafka-jmx.yaml")
+    # Only the broker's JVM gets it (the entrypoint, test_infra_entrypoint): a Kafka tool run
+    # with the container's environment (kubectl exec) must not load the agent.
+    assert "KAFKA_OPTS" not in env
+    assert [e for e in env.values() if "-javaagent" in e.get("value", "")] == [
+        env["HANZO_JMX_AGENT_OPTS"]]
     pm = obj(out, "PodMonitor", "kafka")
     assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     assert pm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def init_container(out: dict) -> dict:
+    (init,) = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]["initContainers"]
+    return init
+
+
+def run_init(out: dict, tmp: Path, files: dict[str, bytes], path: str = "/usr/bin:/bin"):
+    """The init container's command with sh: its image's files (`files`, by absolute path)
+    and the pod's emptyDir moved under `tmp`."""
+    init = init_container(out)
+    env = {e["name"]: e["value"] for e in init["env"]}
+    for name, data in files.items():
+        f = tmp / "image" / name.lstrip("/")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
+    if "SOURCE" in env:
+        env["SOURCE"] = str(tmp / "image" / env["SOURCE"].lstrip("/"))
+    dest = tmp / "emptydir" / Path(env["DEST"]).name
+    dest.parent.mkdir()
+    env |= {"DEST": str(dest), "PATH": path}
+    proc = subprocess.run(init["command"], env=env, capture_output=True, text=True, timeout=30)
+    return proc, dest
+
+
+AGENT = b"PK\x03\x04 a stand-in for jmx_prometheus_javaagent.jar"
+
+
+def test_jmx_agent_comes_from_the_reconciler_image_without_network(tmp_path):
+    from infra.settings import JMX_AGENT_IN_IMAGE
+
+    out = render("prod", (("jmxAgentSha256", hashlib.sha256(AGENT).hexdigest()),))
+    init = init_container(out)
+    assert init["image"] == "ghcr.io/hanzoai/hanzo-stream:0.1.0"  # reconcilerImage
+    assert {e["name"]: e["value"] for e in init["env"]}["SOURCE"] == JMX_AGENT_IN_IMAGE
+    assert "curl" not in init["command"][2] and "URL" not in {e["name"] for e in init["env"]}
+    proc, dest = run_init(out, tmp_path, {JMX_AGENT_IN_IMAGE: AGENT})
+    assert proc.returncode == 0, proc.stderr
+    assert dest.read_bytes() == AGENT and not dest.with_name(dest.name + ".part").exists()
+
+
+def test_a_jar_with_another_checksum_never_reaches_the_broker(tmp_path):
+    from infra.settings import JMX_AGENT_IN_IMAGE
+
+    proc, dest = run_init(render("prod"), tmp_path, {JMX_AGENT_IN_IMAGE: AGENT})  # pinned sha differs
+    assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr
+    assert not dest.exists()
+
+
+def test_download_only_when_a_url_is_set_explicitly(tmp_path):
+    mirror = "https://artifacts.example.com/jmx_prometheus_javaagent-1.0.1.jar"
+    sets = (("jmxAgentUrl", mirror), ("initImage", "docker.io/curlimages/curl:8.10.1"),
+            ("jmxAgentSha256", hashlib.sha256(AGENT).hexdigest()))
+    out = render("prod", sets)
+    init = init_container(out)
+    assert init["image"] == "docker.io/curlimages/curl:8.10.1"
+    assert {e["name"]: e["value"] for e in init["env"]}["URL"] == mirror
+    (tmp_path / "mirror.jar").write_bytes(AGENT)
+    fake = tmp_path / "bin" / "curl"  # "downloads" mirror.jar to the -o file; records its arguments
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "calls"}\n'
+                    f'while [ "$1" != -o ]; do shift; done\ncp {tmp_path / "mirror.jar"} "$2"\n')
+    fake.chmod(0o755)
+    proc, dest = run_init(out, tmp_path, {}, f"{fake.parent}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert dest.read_bytes() == AGENT
+    assert (tmp_path / "calls").read_text().split()[-1] == mirror
 
 
 def test_every_project_rule_group_and_registry_thresholds_are_deployed():
@@ -134,6 +203,14 @@ def test_pinned_agent_checksum_matches_the_jar_the_project_uses():
     jar = jars.jmx_exporter_agent()  # from the cache .ci/install fills (Maven Central)
     assert hashlib.sha256(jar.read_bytes()).hexdigest() == JMX_AGENT_SHA256
     assert JMX_AGENT_URL.endswith(f"/{versions.JMX_EXPORTER_VERSION}/{jar.name}")
+
+
+def test_the_reconciler_image_recipe_bakes_in_the_pinned_agent_where_the_init_container_looks():
+    from infra.settings import JMX_AGENT_IN_IMAGE, JMX_AGENT_SHA256, JMX_AGENT_URL
+
+    recipe = (ROOT / "docs" / "images.md").read_text()
+    assert f"--checksum=sha256:{JMX_AGENT_SHA256}" in recipe
+    assert f"{JMX_AGENT_URL} \\\n    {JMX_AGENT_IN_IMAGE}\n" in recipe
 
 
 def test_llm_metrics_runs_as_a_deployment_of_group_members_scraped_per_pod():

@@ -64,6 +64,9 @@ def test_defaults_follow_the_issue():
     ({"imageDigest": "abc"}, "sha256"),
     ({"environment": "staging"}, "dev or prod"),
     ({"hanzo-stream:nope": "1"}, "unknown setting"),
+    # A download needs curl, which the default init image (the reconciler image) lacks.
+    ({"jmxAgentUrl": "https://mirror.example.com/agent.jar"},
+     r"jmxAgentUrl is set.*pulumi config set initImage docker\.io/curlimages/curl"),
     # The founding quorum: 1 or 3+, never more pods than the stack has, never 2; each error
     # names the key and the fix.
     ({"initialControllers": "3"}, r"initialControllers is 3 but must be between 1 and brokers "
