@@ -80,7 +80,7 @@ def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths
                       "limits": {"cpu": "500m", "memory": "384Mi"}},
         "securityContext": RESTRICTED,
         "volumeMounts": [
-            {"name": "data", "mountPath": paths.data_dir, "readOnly": True},
+            {"name": top.data_volume, "mountPath": paths.data_dir, "readOnly": True},
             {"name": "tls", "mountPath": paths.tls_dir, "readOnly": True},
             {"name": "run", "mountPath": paths.run_dir, "readOnly": True},
             {"name": "join", "mountPath": paths.join_dir},
@@ -150,7 +150,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
                               "timeoutSeconds": 5, "failureThreshold": 6},
             "securityContext": RESTRICTED,
             "volumeMounts": [
-                {"name": "data", "mountPath": paths.data_dir},
+                {"name": top.data_volume, "mountPath": paths.data_dir},
                 {"name": "tls", "mountPath": paths.tls_dir, "readOnly": True},
                 {"name": "run", "mountPath": paths.run_dir},
                 {"name": "jmx-agent", "mountPath": paths.jmx_dir, "readOnly": True},
@@ -192,7 +192,8 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
             "selector": {"matchLabels": sel},
             "template": {"metadata": {"labels": sel, "annotations": {
                 "hanzo.ai/jmx-rules-sha": _sha(jmx.text), **annotations}}, "spec": pod_spec},
-            "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": sel},
+            # Immutable: the program ignores later changes to them (storage.py resizes the claims).
+            "volumeClaimTemplates": [{"metadata": {"name": top.data_volume, "labels": sel},
                                       "spec": claim}],
         },
     }

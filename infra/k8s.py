@@ -29,6 +29,18 @@ _TYPED = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
 }
 
+# Server-side apply patches of objects the program does not create (k8s.patch): they set
+# only the fields they name, under the field manager their annotations give.
+_PATCHES = {
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaimPatch,
+}
+
+# Objects the program reads from the cluster but does not manage (k8s.get).
+_READS = {
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+    ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
+}
+
 # Custom resources: registered untyped; their CRDs come from the operators' charts.
 CUSTOM = {
     ("monitoring.coreos.com/v1", "PodMonitor"),
@@ -49,9 +61,13 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
+def _body(obj: dict[str, Any]) -> dict[str, Any]:
+    return {_snake(k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
 def apply(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.Resource:
     key = (obj["apiVersion"], obj["kind"])
-    body = {_snake(k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    body = _body(obj)
     if key in _TYPED:
         return _TYPED[key](resource_name(obj), opts=opts, **body)
     if key in CUSTOM:
@@ -59,3 +75,21 @@ def apply(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pu
             resource_name(obj), api_version=obj["apiVersion"], kind=obj["kind"], opts=opts,
             **body)
     raise ValueError(f"no resource class for {key}; add it to infra/k8s.py")
+
+
+def patch(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.Resource:
+    """A server-side apply patch of an existing object (it must exist when the patch runs)."""
+    key = (obj["apiVersion"], obj["kind"])
+    if key not in _PATCHES:
+        raise ValueError(f"no patch class for {key}; add it to infra/k8s.py")
+    return _PATCHES[key](f"{obj['kind'].lower()}patch-{obj['metadata']['name']}", opts=opts,
+                         **_body(obj))
+
+
+def get(api_version: str, kind: str, name: str, namespace: str | None = None) -> pulumi.Resource:
+    """Read an object the program does not manage. The whole update fails if it is missing:
+    read only what is known to exist."""
+    if (api_version, kind) not in _READS:
+        raise ValueError(f"no resource class to read {(api_version, kind)}; add it to infra/k8s.py")
+    object_id = f"{namespace}/{name}" if namespace else name
+    return _READS[(api_version, kind)].get(f"read-{kind.lower()}-{name}", object_id)

@@ -25,6 +25,7 @@ from . import (
     reconciler,
     schema_registry,
     spark,
+    storage,
     tls,
 )
 from .settings import PROJECT, StackSettings, from_pulumi
@@ -143,32 +144,44 @@ def main(root: Path = ROOT) -> None:
     if violations:
         raise policy.PolicyViolation(violations)
 
-    ns = [k8s.apply(cluster.namespace(s))] if s.createNamespace else []
-    in_ns = pulumi.ResourceOptions(depends_on=ns)
+    # A storageSize the volumes cannot take stops the update before any Kubernetes object
+    # changes: every one of them waits for the guard (infra/storage.py).
+    gate = storage.guard(s, top)
+
+    def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(depends_on=gate.apply(lambda _: list(deps)))
+
+    ns = [k8s.apply(cluster.namespace(s), after())] if s.createNamespace else []
+    in_ns = after(*ns)
     for m in policies:  # the deny policy exists before the first pod does
         k8s.apply(m, in_ns)
     secret_res = [k8s.apply(m, in_ns) for m in secrets]
     kafka_res = [k8s.apply(m, in_ns) for m in kafka]
-    brokers = k8s.apply(sts, pulumi.ResourceOptions(depends_on=[*ns, *secret_res, *kafka_res]))
-    after_brokers = pulumi.ResourceOptions(depends_on=[brokers, *secret_res])
+    brokers = k8s.apply(sts, pulumi.ResourceOptions.merge(
+        after(*ns, *secret_res, *kafka_res),
+        pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET)))
+    for m in storage.patches(s, top):  # the claims exist once the StatefulSet is ready
+        k8s.patch(m, after(brokers))
+    after_brokers = after(brokers, *secret_res)
     applied = [k8s.apply(m, after_brokers) for m in apply_job]
     for m in extras:
         k8s.apply(m, after_brokers)
     for m in operators:
         k8s.apply(m, in_ns)
     for m in dashboards:
-        k8s.apply(m)
+        k8s.apply(m, after())
     rbac = [k8s.apply(m, in_ns) for m in spark_rbac]
     for m in spark_apps:  # after the reconciler: topics, ACLs and SCRAM users exist
-        k8s.apply(m, pulumi.ResourceOptions(depends_on=[*applied, *rbac]))
+        k8s.apply(m, after(*applied, *rbac))
     for m in consumers:
-        k8s.apply(m, pulumi.ResourceOptions(depends_on=applied))
+        k8s.apply(m, after(*applied))
 
     pulumi.export("namespace", top.namespace)
     pulumi.export("bootstrap", top.bootstrap)
     pulumi.export("brokers", top.brokers)
     pulumi.export("initialControllers", founders)
     pulumi.export("image", s.broker_image)
+    pulumi.export(storage.OUTPUT, s.storageSize)  # what the next up's guard compares with
     pulumi.export("clusterId", cid)
     pulumi.export("adminPassword", creds.admin)
     pulumi.export("principalPasswords", pulumi.Output.secret(creds.principals))

@@ -129,7 +129,7 @@ def render(stack: str, extra: dict[str, str] | None = None,
 
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="hanzo-stream", stack=stack, preview=False,
-                             monitor=Monitor(recorder))
+                             monitor=Monitor(recorder), organization="organization")
     from pulumi.runtime.config import set_all_config
 
     set_all_config(config, secret_keys)  # what the language host does before the program

@@ -8,8 +8,10 @@ so a typo in Pulumi.<stack>.yaml fails `pulumi preview` instead of being ignored
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from hanzo_stream import versions
@@ -59,7 +61,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("imageDigest", "", "optional `sha256:...` digest appended to every image "
             "reference of the broker"),
     Setting("requireDigests", False, "policy: refuse any image without a digest"),
-    Setting("storageSize", "50Gi", "persistent volume per broker"),
+    Setting("storageSize", "50Gi", "persistent volume per broker; raising it on a running stack "
+            "expands the volumes in place (their StorageClass must allow volume expansion), "
+            "lowering it is refused: volumes cannot shrink"),
     Setting("storageClass", "", "storage class of the broker volumes; empty: the default"),
     Setting("cpuRequest", "500m", "broker CPU request"),
     Setting("memoryRequest", "1Gi", "broker memory request"),
@@ -187,6 +191,22 @@ def parse(raw: Mapping[str, Any]) -> StackSettings:
     return StackSettings(values)
 
 
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+          "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"\+?(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)|[eE]([+-]?\d+))?")
+
+
+def quantity_bytes(quantity: str) -> Decimal:
+    """A Kubernetes storage quantity ("50Gi", "100G", "1.5Ti", "5e10") in bytes, so that sizes
+    written differently compare right."""
+    m = _QUANTITY.fullmatch(str(quantity).strip())
+    if not m:
+        raise SettingsError(f"{quantity!r} is not a Kubernetes storage quantity such as 50Gi")
+    number, unit, exponent = m.groups()
+    scale = Decimal(10) ** int(exponent) if exponent else Decimal(_UNITS[unit or ""])
+    return Decimal(number) * scale
+
+
 def _validate(v: dict[str, Any]) -> None:
     if v["environment"] not in ("dev", "prod"):
         raise SettingsError("environment must be dev or prod")
@@ -207,6 +227,8 @@ def _validate(v: dict[str, Any]) -> None:
     if v["brokers"] < 1 or v["brokers"] == 2:
         raise SettingsError("brokers must be 1 or at least 3 (a 2-voter quorum survives no failure)")
     _validate_initial_controllers(v["initialControllers"], v["brokers"])
+    if quantity_bytes(v["storageSize"]) <= 0:
+        raise SettingsError(f"{PROJECT}:storageSize must be larger than 0")
     if v["jmxAgentUrl"] and not v["initImage"]:
         raise SettingsError(
             f"{PROJECT}:jmxAgentUrl is set, so the brokers' init container downloads the JMX agent "

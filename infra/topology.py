@@ -29,6 +29,7 @@ class Topology:
     statefulset: str = "kafka"
     headless: str = "kafka-headless"
     client_service: str = "kafka"
+    data_volume: str = "data"  # the StatefulSet's volumeClaimTemplate
 
     @staticmethod
     def of(s: StackSettings) -> Topology:
@@ -36,6 +37,10 @@ class Topology:
 
     def pod(self, ordinal: int) -> str:
         return f"{self.statefulset}-{ordinal}"
+
+    def claim(self, ordinal: int) -> str:
+        """The PersistentVolumeClaim the StatefulSet controller makes for pod `ordinal`."""
+        return f"{self.data_volume}-{self.pod(ordinal)}"
 
     def pod_host(self, ordinal: int) -> str:
         return f"{self.pod(ordinal)}.{self.headless}.{self.namespace}.svc.{self.cluster_domain}"

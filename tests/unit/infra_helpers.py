@@ -37,17 +37,27 @@ def render(stack: str, sets: tuple[tuple[str, str], ...] = (),
         return json.loads(out.read_text())
 
 
+def registered(rendered: dict) -> list[dict]:
+    """The Kubernetes resources the program registers (not the objects it only reads)."""
+    return [r for r in rendered["resources"] if r["type"].startswith(K8S) and not r.get("read")]
+
+
 def manifests(rendered: dict) -> list[dict]:
     """The Kubernetes objects exactly as they would be sent to the API server."""
-    return [r["inputs"] for r in rendered["resources"] if r["type"].startswith(K8S)]
+    return [r["inputs"] for r in registered(rendered)]
 
 
 def resource(rendered: dict, kind: str, name: str) -> dict:
-    for r in rendered["resources"]:
+    for r in registered(rendered):
         i = r["inputs"]
-        if r["type"].startswith(K8S) and i.get("kind") == kind and i["metadata"]["name"] == name:
+        if i.get("kind") == kind and i["metadata"]["name"] == name and "Patch" not in r["type"]:
             return r
     raise KeyError(f"{kind}/{name} not rendered")
+
+
+def reads(rendered: dict) -> list[tuple[str, str]]:
+    """What the program read, as (type, id)."""
+    return [(r["type"], r["id"]) for r in rendered["resources"] if r.get("read")]
 
 
 def obj(rendered: dict, kind: str, name: str) -> dict:
