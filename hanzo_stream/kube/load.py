@@ -1,0 +1,86 @@
+"""Producers at acks=all while a change rolls out, then every acknowledged event counted.
+
+Runs where the cluster's names resolve (`hanzo-stream local kube exec -- python -m
+hanzo_stream.kube.load ...`), as any principal (HANZO_STREAM_* variables, the CA file
+from the stack's output). The bookkeeping is failover.py's: each event gets exactly one
+outcome from its delivery report, and the topic is then read back by id.
+
+    produce --ledger F --stop-file S [--rate 100] [--max-seconds 1800]
+        send llm_usage events until S exists (or max-seconds), flush, write the ledger to F
+    count --ledger F
+        read llm_usage to its end and print the Tally of that ledger as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from ..client.producer import EventProducer
+from ..connection import Connection
+from ..local import failover
+
+
+def produce(ledger_file: Path, stop_file: Path, rate: float, max_seconds: float) -> int:
+    ledger = failover.Ledger()
+    errors: list[tuple[float, str]] = []  # what librdkafka reported while retrying
+
+    def on_error(err) -> None:
+        if len(errors) < 200:
+            errors.append((time.time(), f"{err.name()}: {err.str()}"))
+
+    producer = EventProducer.connect(Connection.from_env(), stage="load", error_cb=on_error)
+    teams = [f"team_load_{i}" for i in range(16)]
+    start, i = time.monotonic(), 0
+    while not stop_file.exists() and time.monotonic() - start < max_seconds:
+        event = failover.usage_event(ledger, teams[i % len(teams)], i)
+        producer.send(event, on_delivery=ledger.report(event["id"]))
+        ledger.sent[event["id"]] = time.monotonic()
+        i += 1
+        ahead = start + i / rate - time.monotonic()
+        producer.poll(max(ahead, 0))
+    producer.flush(120)
+    ledger_file.write_text(json.dumps({
+        "run": ledger.run, "sent": list(ledger.sent), "acked": list(ledger.acked),
+        "failed": ledger.failed, "errors": errors,
+        "seconds": round(time.monotonic() - start, 1)}))
+    return 0
+
+
+def count(ledger_file: Path) -> int:
+    doc = json.loads(ledger_file.read_text())
+    ledger = failover.Ledger(run=doc["run"])
+    ledger.sent = dict.fromkeys(doc["sent"], 0.0)
+    ledger.acked = dict.fromkeys(doc["acked"], 0.0)
+    ledger.failed = doc["failed"]
+    found: Counter[str] = failover.ids_in_topic(Connection.from_env(), ledger)
+    tally = failover.Tally.of(ledger, found)
+    print(json.dumps({**tally.__dict__, "producer_errors": len(doc["errors"]),
+                      "error_samples": sorted({e for _, e in doc["errors"]})[:10],
+                      "failed_samples": sorted(set(doc["failed"].values()))[:10],
+                      "seconds": doc["seconds"]}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("--ledger", type=Path, required=True)
+    p.add_argument("--stop-file", type=Path, required=True)
+    p.add_argument("--rate", type=float, default=100.0)
+    p.add_argument("--max-seconds", type=float, default=1800.0)
+    c = sub.add_parser("count")
+    c.add_argument("--ledger", type=Path, required=True)
+    a = ap.parse_args(argv)
+    if a.cmd == "produce":
+        return produce(a.ledger, a.stop_file, a.rate, a.max_seconds)
+    return count(a.ledger)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
