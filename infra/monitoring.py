@@ -125,10 +125,31 @@ def pod_monitor(top: Topology, prom_labels: dict) -> dict:
     }
 
 
-def exporter(s: StackSettings, top: Topology) -> list[dict]:
-    """danielqsj/kafka_exporter for consumer lag, over SASL_SSL; password via $(VAR)."""
+def _exporter_container(s: StackSettings, top: Topology) -> dict:
+    """The platform's own exporter (hanzo_stream.monitoring.lag_exporter, the same metric names
+    and labels) or danielqsj/kafka_exporter; either logs in as exporterPrincipal over SASL_SSL."""
     who = s.exporterPrincipal
+    if s.kafkaExporter == "hanzo-stream":
+        return {"image": s.reconcilerImage,
+                "command": ["python3", "-m", "hanzo_stream.monitoring.lag_exporter",
+                            "--listen", f"0.0.0.0:{EXPORTER_PORT}"],
+                "env": connection_env(top, who)}
     mech = {"PLAIN": "plain", "SCRAM-SHA-512": "scram-sha512"}[mechanism(who)]
+    return {"image": s.kafkaExporterImage,
+            "args": [
+                f"--kafka.server={top.bootstrap}",
+                "--sasl.enabled", f"--sasl.mechanism={mech}",
+                "--sasl.username=$(KAFKA_USERNAME)", "--sasl.password=$(KAFKA_PASSWORD)",
+                "--tls.enabled", f"--tls.ca-file={CA_FILE}",
+                f"--tls.server-name={top.client_service}.{top.namespace}.svc",
+                f"--web.listen-address=:{EXPORTER_PORT}",
+            ],
+            "env": [password_env("KAFKA_USERNAME", who, "username"),
+                    password_env("KAFKA_PASSWORD", who)]}
+
+
+def exporter(s: StackSettings, top: Topology) -> list[dict]:
+    """The consumer-lag exporter Deployment and its Service; password via the Secret."""
     deploy = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "kafka-exporter", "namespace": top.namespace,
@@ -142,17 +163,7 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
                                     "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "kafka-exporter",
-                    "image": s.kafkaExporterImage,
-                    "args": [
-                        f"--kafka.server={top.bootstrap}",
-                        "--sasl.enabled", f"--sasl.mechanism={mech}",
-                        "--sasl.username=$(KAFKA_USERNAME)", "--sasl.password=$(KAFKA_PASSWORD)",
-                        "--tls.enabled", f"--tls.ca-file={CA_FILE}",
-                        f"--tls.server-name={top.client_service}.{top.namespace}.svc",
-                        f"--web.listen-address=:{EXPORTER_PORT}",
-                    ],
-                    "env": [password_env("KAFKA_USERNAME", who, "username"),
-                            password_env("KAFKA_PASSWORD", who)],
+                    **_exporter_container(s, top),
                     "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
                     "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
                                        "periodSeconds": 15},

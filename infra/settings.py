@@ -96,8 +96,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Prometheus operator selects monitors and rules by"),
     Setting("grafanaDashboards", True, "dashboards as ConfigMaps labelled "
             "grafana_dashboard=1 in the monitoring namespace"),
+    Setting("kafkaExporter", "hanzo-stream", "consumer-lag exporter: `hanzo-stream` (the "
+            "platform's own, kafka_exporter's metric names, from the reconciler image) or "
+            "`danielqsj` (danielqsj/kafka_exporter from kafkaExporterImage)"),
     Setting("kafkaExporterImage", "docker.io/danielqsj/kafka-exporter:v1.8.0",
-            "consumer-lag exporter image"),
+            "danielqsj/kafka_exporter's image, when kafkaExporter is `danielqsj`"),
     Setting("exporterPrincipal", "admin", "principal kafka_exporter logs in as"),
     Setting("schemaRegistry", True, "deploy the schema registry"),
     Setting("schemaRegistryImage", "docker.io/confluentinc/cp-schema-registry:7.7.1",
@@ -220,6 +223,8 @@ def _validate(v: dict[str, Any]) -> None:
             f"mirror serves, e.g. `pulumi config set image registry.example.com/bitnami/kafka:"
             f"{versions.KAFKA_VERSION}`, or drop imageFlavor to run {versions.APACHE_IMAGE}; "
             "see docs/images.md")
+    if v["kafkaExporter"] not in ("hanzo-stream", "danielqsj"):
+        raise SettingsError(f"{PROJECT}:kafkaExporter must be hanzo-stream or danielqsj")
     if v["tlsMode"] not in ("self-signed", "cert-manager"):
         raise SettingsError("tlsMode must be self-signed or cert-manager")
     if v["tlsMode"] == "cert-manager" and not v["certManagerIssuer"]:

@@ -7,9 +7,11 @@ registry. Two Go modules of ours under kube/ name what to build:
   kube-scheduler, kubelet, kube-proxy, kubectl) from the published k8s.io/kubernetes module,
   whose staging modules are replaced by their published v0.x.y releases, plus a CoreDNS
   with only the plugins cluster DNS uses;
-- kube/pulumi: the Pulumi CLI (the `pulumi` command of pkg/v3, built as a `tool`) and
-  pulumi-resource-kubernetes (the provider's own three-line main; its schema is stamped
-  with the release here, as the provider's `go generate` does).
+- kube/pulumi: the Pulumi CLI (the `pulumi` command of pkg/v3, built as a `tool`);
+- kube/provider: pulumi-resource-kubernetes (the provider's own three-line main; its schema
+  is stamped with the release here, as the provider's `go generate` does). A module of its
+  own: the provider is built against the pkg/v3 release it requires, whose codegen API the
+  CLI's release has since changed.
 
 Plus `pulumi-resource-pulumi-python`, the launcher of Python dynamic providers that the
 Pulumi CLI ships beside itself; it comes from the same sdk/v3 module release.
@@ -78,13 +80,18 @@ K8S = Module(
 )
 PULUMI = Module(
     "pulumi",
-    ("pulumi", "pulumi-resource-kubernetes"),
-    (f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{versions.PULUMI_VERSION}",
-     "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version="
-     f"{versions.PULUMI_KUBERNETES_VERSION}"),
-    ("tool", f"./{PROVIDER_CMD}"),
+    ("pulumi", PYTHON_LAUNCHER),
+    (f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{versions.PULUMI_VERSION}",),
+    ("tool",),
 )
-ALL = (K8S, PULUMI)
+PROVIDER = Module(
+    "provider",
+    ("pulumi-resource-kubernetes",),
+    ("-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version="
+     f"{versions.PULUMI_KUBERNETES_VERSION}",),
+    (f"./{PROVIDER_CMD}",),
+)
+ALL = (K8S, PULUMI, PROVIDER)
 
 
 def go() -> str:
@@ -130,7 +137,7 @@ def _module_dir(mod: Module, path: str) -> Path:
     return Path(proc.stdout.strip())
 
 
-def stamp_provider_schema(mod: Module = PULUMI) -> None:
+def stamp_provider_schema(mod: Module = PROVIDER) -> None:
     """What the provider's `go generate` does: its schema.json with the release as the
     package version, and its terraform mapping, both minified, beside our main."""
     src = _module_dir(mod, "github.com/pulumi/pulumi-kubernetes/provider/v4") / PROVIDER_CMD
@@ -147,7 +154,7 @@ def build(m: Module, log=print) -> Path:
     dest = out_dir(m)
     if (dest / ".complete").exists():
         return dest
-    if m is PULUMI:
+    if m is PROVIDER:
         stamp_provider_schema(m)
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

@@ -168,15 +168,29 @@ def test_dashboards_become_sidecar_config_maps(tmp_path):
 def test_lag_exporter_connects_over_sasl_ssl_without_a_password_in_its_args():
     out = render("prod")
     c = obj(out, "Deployment", "kafka-exporter")["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == obj(out, "Job", next(
+        j["metadata"]["name"] for j in of_kind(out, "Job")))["spec"]["template"]["spec"][
+        "containers"][0]["image"]  # the platform's own exporter, from the reconciler image
+    assert c["command"][:3] == ["python3", "-m", "hanzo_stream.monitoring.lag_exporter"]
+    env = env_map(c)
+    assert env["HANZO_STREAM_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
+    assert env["HANZO_STREAM_BOOTSTRAP"]["value"] == "kafka.hanzo.svc.cluster.local:9093"
+    assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    assert all("value" not in e or "assword" not in e["name"] for e in c["env"])
+    sm = obj(out, "ServiceMonitor", "kafka-exporter")
+    assert sm["spec"]["selector"]["matchLabels"] == obj(out, "Service", "kafka-exporter")[
+        "spec"]["selector"]
+
+
+def test_danielqsj_kafka_exporter_is_a_choice_and_gets_no_password_in_its_args():
+    out = render("prod", (("kafkaExporter", "danielqsj"),))
+    c = obj(out, "Deployment", "kafka-exporter")["spec"]["template"]["spec"]["containers"][0]
     assert c["image"].startswith("docker.io/danielqsj/kafka-exporter:v")
     args = c["args"]
     assert "--sasl.enabled" in args and "--tls.enabled" in args
     assert "--sasl.password=$(KAFKA_PASSWORD)" in args
     assert "--kafka.server=kafka.hanzo.svc.cluster.local:9093" in args
     assert env_map(c)["KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
-    sm = obj(out, "ServiceMonitor", "kafka-exporter")
-    assert sm["spec"]["selector"]["matchLabels"] == obj(out, "Service", "kafka-exporter")[
-        "spec"]["selector"]
 
 
 def test_operator_resources_can_be_turned_off():

@@ -28,9 +28,10 @@ def test_go_modules_require_the_releases_versions_py_pins():
     pulumi = _requires("pulumi")
     assert pulumi["github.com/pulumi/pulumi/pkg/v3"] == "v" + versions.PULUMI_VERSION
     assert pulumi["github.com/pulumi/pulumi/sdk/v3"] == "v" + versions.PULUMI_VERSION
-    assert pulumi["github.com/pulumi/pulumi-kubernetes/provider/v4"] == \
+    provider = _requires("provider")
+    assert provider["github.com/pulumi/pulumi-kubernetes/provider/v4"] == \
         versions.PULUMI_KUBERNETES_PROVIDER_MODULE
-    assert f"sdk/v4 v{versions.PULUMI_KUBERNETES_VERSION}" in (ROOT / "kube/pulumi/go.mod").read_text()
+    assert f"sdk/v4 v{versions.PULUMI_KUBERNETES_VERSION}" in (ROOT / "kube/provider/go.mod").read_text()
 
 
 def test_the_pypi_kubernetes_sdk_is_the_providers_release():
