@@ -130,7 +130,7 @@ def main(root: Path = ROOT) -> None:
         if s.deadLetterMonitor:
             operators.append(monitoring.dead_letter_monitor_service_monitor(top, s.prometheusLabels))
     dashboards = monitoring.dashboards(files, s.monitoringNamespace) if s.grafanaDashboards else []
-    spark_apps = [spark.application(s, top, j) for j in jobs]
+    spark_apps = [m for j in jobs for m in spark.manifests(s, top, j)]
     spark_rbac = spark.rbac(s, top) if jobs else []
     policies = network.manifests(
         top, s.clientNamespaces, s.monitoringNamespace,

@@ -108,8 +108,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("schemaRegistryPrincipal", "admin", "principal the schema registry logs in as"),
     Setting("schemaRegistryCompatibility", "BACKWARD", "default compatibility level"),
     Setting("schemaRegistryReplicas", 1, "schema registry pods"),
-    Setting("spark", True, "one SparkApplication per consumer-group job (needs the "
-            "Kubeflow Spark operator)"),
+    Setting("spark", True, "run the consumer-group Spark jobs (launched as sparkLauncher says)"),
+    Setting("sparkLauncher", "submit", "`submit`: each job's driver is a Deployment running "
+            "spark-submit against the API server (nothing to install); `operator`: a Kubeflow "
+            "Spark operator SparkApplication per job (needs the operator)"),
+    Setting("sparkMaxExecutors", 0, "cap on each job's executors; 0: the spec's (the group's "
+            "expected consumers)"),
+    Setting("sparkDriverMemory", "1g", "Spark driver heap (`submit` launcher)"),
+    Setting("sparkDriverCpuRequest", "500m", "Spark driver CPU request (`submit` launcher)"),
+    Setting("sparkExecutorMemory", "2g", "Spark executor heap (`submit` launcher)"),
+    Setting("sparkExecutorCpuRequest", "1", "Spark executor CPU request (`submit` launcher)"),
     Setting("sparkImage", "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0", "PySpark image with "
             "spark/ and the Kafka connector jars (see docs/images.md)"),
     Setting("sparkVersion", versions.SPARK_VERSION, "Spark version of sparkImage"),
@@ -223,6 +231,8 @@ def _validate(v: dict[str, Any]) -> None:
             f"mirror serves, e.g. `pulumi config set image registry.example.com/bitnami/kafka:"
             f"{versions.KAFKA_VERSION}`, or drop imageFlavor to run {versions.APACHE_IMAGE}; "
             "see docs/images.md")
+    if v["sparkLauncher"] not in ("submit", "operator"):
+        raise SettingsError(f"{PROJECT}:sparkLauncher must be submit or operator")
     if v["kafkaExporter"] not in ("hanzo-stream", "danielqsj"):
         raise SettingsError(f"{PROJECT}:kafkaExporter must be hanzo-stream or danielqsj")
     if v["tlsMode"] not in ("self-signed", "cert-manager"):

@@ -1,11 +1,16 @@
-"""One Kubeflow Spark operator SparkApplication per consumer-group job.
+"""One Spark driver per consumer-group job, submitted to the cluster's API server.
 
-Why the operator and not spark-submit Jobs: these are streaming queries that must run
-forever and come back after a crash. A SparkApplication has a restart policy with
-back-off for exactly that, the operator re-submits a lost driver, and
-`kubectl get sparkapplications` shows each job's state. A spark-submit Job would need
-its own restart loop and RBAC to create drivers, and a Job "completing" means nothing
-for a stream.
+Two launchers (`sparkLauncher`), both running the same job code with executors as pods:
+
+- `submit` (the default, needs nothing installed): a Deployment per job whose pod runs
+  `spark-submit --master k8s://... --deploy-mode client`: the pod is the driver, and it asks
+  the API server for its executors, which it owns (they go when it goes). These are
+  streaming queries that must run forever and come back after a crash: the Deployment
+  restarts the driver for ever, `Recreate` keeps two drivers off one checkpoint, and
+  `kubectl get deploy` shows each job. Executors get their environment, CA and security
+  context from a pod template (a ConfigMap the driver mounts).
+- `operator`: a Kubeflow Spark operator SparkApplication per job (restart policy with
+  back-off, the operator re-submits a lost driver). Needs the operator and its CRDs.
 
 Jobs come from consumers/*.yaml (one spec per consumer group) when the directory
 exists; otherwise from the registry's Spark groups. Each runs as its group's principal
@@ -173,6 +178,140 @@ def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
             "volumes": [ca_volume()],
         },
     }
+
+
+DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
+TEMPLATE_MOUNT = f"{APP_HOME}/spark-template"
+EXECUTOR_CONTAINER = "executor"
+RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def executors(s: StackSettings, job: SparkJob) -> int:
+    """The spec's executors (the group's expected consumers), unless the stack caps them."""
+    return min(job.executors, s.sparkMaxExecutors) if s.sparkMaxExecutors else job.executors
+
+
+def executor_template(s: StackSettings, top: Topology, job: SparkJob) -> dict:
+    """The executors' pod template: Spark fills in image, command and resources."""
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": {**SERVICE_LABELS, "hanzo.ai/spark-app": job.name,
+                                "hanzo.ai/spark-role": "executor"}},
+        "spec": {
+            "securityContext": POD_SECURITY,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "containers": [{
+                "name": EXECUTOR_CONTAINER,
+                "env": [*job_env(s, top, job), {"name": "PYSPARK_PYTHON", "value": "python3"}],
+                "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+                "securityContext": RESTRICTED,
+            }],
+            "volumes": [ca_volume()],
+        },
+    }
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"{job.name}-executor-template", "namespace": top.namespace,
+                         "labels": labels("spark", job.name)},
+            "data": {"executor.yaml": yaml.safe_dump(pod, sort_keys=False)}}
+
+
+def submit_args(s: StackSettings, top: Topology, job: SparkJob) -> list[str]:
+    """spark-submit in client mode: this pod is the driver; $(POD_IP) and $(POD_NAME) are
+    the pod's own (Kubernetes expands them from the env), so executors dial it back and
+    are owned by it."""
+    jars = f"{APP_HOME}/jars/*"
+    conf = {
+        "spark.driver.host": "$(POD_IP)", "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT), "spark.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.driver.extraClassPath": jars, "spark.executor.extraClassPath": jars,
+        "spark.kubernetes.namespace": top.namespace,
+        "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
+        "spark.kubernetes.container.image": s.sparkImage,
+        "spark.kubernetes.container.image.pullPolicy": "IfNotPresent",
+        "spark.kubernetes.executor.podTemplateFile": f"{TEMPLATE_MOUNT}/executor.yaml",
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.kubernetes.executor.podNamePrefix": job.name,
+        "spark.executor.instances": str(executors(s, job)),
+        "spark.executor.cores": "1",
+        "spark.executor.memory": s.sparkExecutorMemory,
+        "spark.kubernetes.executor.request.cores": s.sparkExecutorCpuRequest,
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    }
+    args = ["--master", f"k8s://https://kubernetes.default.svc.{top.cluster_domain}:443",
+            "--deploy-mode", "client", "--name", job.name,
+            "--driver-memory", s.sparkDriverMemory]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return [*args, f"{APP_HOME}/{job.entry}"]
+
+
+def driver(s: StackSettings, top: Topology, job: SparkJob) -> dict:
+    """The job's driver: a one-pod Deployment running spark-submit (see the module docstring)."""
+    pod_labels = {**SERVICE_LABELS, "hanzo.ai/spark-app": job.name, "hanzo.ai/spark-role": "driver"}
+    env = [*job_env(s, top, job), {"name": "PYSPARK_PYTHON", "value": "python3"},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": job.name, "namespace": top.namespace,
+                     "labels": {**labels("spark", job.name), "hanzo.ai/consumer-group": job.group}},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},  # one driver per checkpoint, ever
+            "selector": {"matchLabels": {"hanzo.ai/spark-app": job.name,
+                                         "hanzo.ai/spark-role": "driver"}},
+            "template": {"metadata": {"labels": pod_labels}, "spec": {
+                "serviceAccountName": s.sparkServiceAccount,
+                "automountServiceAccountToken": True,  # the driver creates its executors
+                "enableServiceLinks": False,
+                "securityContext": POD_SECURITY,
+                "terminationGracePeriodSeconds": 60,  # stopGracefullyOnShutdown: finish the batch
+                "containers": [{
+                    "name": "driver",
+                    "image": s.sparkImage,
+                    "command": ["spark-submit"],
+                    "args": submit_args(s, top, job),
+                    "env": env,
+                    "ports": [{"name": "driver", "containerPort": DRIVER_PORT},
+                              {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT}],
+                    "resources": {"requests": {"cpu": s.sparkDriverCpuRequest,
+                                               "memory": f"{jvm_mib(s.sparkDriverMemory)}Mi"},
+                                  "limits": {"memory": f"{with_overhead(s.sparkDriverMemory)}Mi"}},
+                    "securityContext": RESTRICTED,
+                    "volumeMounts": [
+                        {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
+                        {"name": "executor-template", "mountPath": TEMPLATE_MOUNT, "readOnly": True}],
+                }],
+                "volumes": [ca_volume(), {"name": "executor-template", "configMap": {
+                    "name": f"{job.name}-executor-template"}}],
+            }},
+        },
+    }
+
+
+def jvm_mib(size: str) -> int:
+    """A JVM memory size (`2g`, `512m`) in MiB."""
+    n, unit = float(size[:-1]), size[-1].lower()
+    if unit not in "gm" or n <= 0:
+        raise ValueError(f"{size!r} is not a JVM memory size like 2g or 512m")
+    return int(n * 1024) if unit == "g" else int(n)
+
+
+def with_overhead(size: str) -> int:
+    """Heap plus what the JVM and Python need beside it, in MiB: Spark's own rule for a pod's
+    memory (max(384 MiB, 10%))."""
+    heap = jvm_mib(size)
+    return heap + max(384, heap // 10)
+
+
+def manifests(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
+    """What runs one job, by the stack's launcher."""
+    if s.sparkLauncher == "operator":
+        return [application(s, top, job)]
+    return [executor_template(s, top, job), driver(s, top, job)]
 
 
 def rbac(s: StackSettings, top: Topology) -> list[dict]:

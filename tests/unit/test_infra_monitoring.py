@@ -359,14 +359,18 @@ def test_jobs_on_s3_read_endpoint_and_keys_from_the_s3_secret():
     out = paging()
     assert resource(out, "Secret", "hanzo-stream-s3")["secret_paths"] == ["stringData"]
     assert secret_data(out, "hanzo-stream-s3")["endpoint"] == "http://minio.hanzo:9000"
-    app = obj(out, "SparkApplication", "audit-archive")
-    for part in ("driver", "executor"):
-        env = env_map(app["spec"][part])
+    driver = obj(out, "Deployment", "audit-archive")
+    template = yaml.safe_load(obj(out, "ConfigMap", "audit-archive-executor-template")["data"][
+        "executor.yaml"])
+    for container in (driver["spec"]["template"]["spec"]["containers"][0],
+                      template["spec"]["containers"][0]):
+        env = env_map(container)
         for var, key in (("HANZO_STREAM_S3_ENDPOINT", "endpoint"), ("AWS_ACCESS_KEY_ID", "access-key"),
                          ("AWS_SECRET_ACCESS_KEY", "secret-key")):
             assert "value" not in env[var]
             assert env[var]["valueFrom"]["secretKeyRef"]["name"] == "hanzo-stream-s3"
             assert env[var]["valueFrom"]["secretKeyRef"]["key"] == key
-    text = json.dumps(app)
+    text = json.dumps([driver, template])
     assert "minio.hanzo" not in text and "s3-secret-for-the-render" not in text
-    assert not any(k.startswith("spark.hadoop.fs.s3a") for k in app["spec"]["sparkConf"])
+    assert not any("spark.hadoop.fs.s3a" in a for a in driver["spec"]["template"]["spec"][
+        "containers"][0]["args"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from .infra_helpers import obj, of_kind, render
 
@@ -88,9 +89,15 @@ def test_schema_registry_and_exporter(policies):
 
 def test_spark_pods_talk_only_to_spark_pods(policies):
     app = render("prod")
-    spark = next(m for m in of_kind(app, "SparkApplication"))["spec"]["driver"]["labels"]
-    assert allowed(policies, "hanzo", spark, 7078, "hanzo", spark)
-    assert not allowed(policies, "hanzo", spark, 7078, "hanzo", APP)
+    driver = next(m for m in of_kind(app, "Deployment") if m["spec"]["template"]["metadata"][
+        "labels"].get("hanzo.ai/spark-role") == "driver")["spec"]["template"]["metadata"]["labels"]
+    template = yaml.safe_load(next(m for m in of_kind(app, "ConfigMap")
+                                   if m["metadata"]["name"].endswith("-executor-template"))[
+        "data"]["executor.yaml"])
+    executor = template["metadata"]["labels"]
+    assert allowed(policies, "hanzo", driver, 7078, "hanzo", executor)  # executors dial back
+    assert allowed(policies, "hanzo", executor, 7079, "hanzo", driver)  # shuffle, block manager
+    assert not allowed(policies, "hanzo", driver, 7078, "hanzo", APP)
 
 
 def test_client_namespaces_setting_widens_only_the_client_port():

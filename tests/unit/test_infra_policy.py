@@ -86,12 +86,13 @@ def test_image_pinning(image, digest_required, bad):
 
 def test_unpinned_image_anywhere_is_caught(rendered):
     ms = copy.deepcopy(manifests(rendered))
-    app = next(m for m in ms if m["kind"] == "SparkApplication")
-    app["spec"]["image"] = "apache/spark-py:latest"
+    driver = next(m for m in ms if m["kind"] == "Deployment" and m["spec"]["template"]["metadata"][
+        "labels"].get("hanzo.ai/spark-role") == "driver")
+    driver["spec"]["template"]["spec"]["containers"][0]["image"] = "apache/spark-py:latest"
     job = next(m for m in ms if m["kind"] == "Job")
     job["spec"]["template"]["spec"]["containers"][0]["image"] = "ghcr.io/hanzoai/hanzo-stream"
     found = policy.check_images(ms, False)
-    assert {v.resource for v in found} == {f"SparkApplication/{app['metadata']['name']}",
+    assert {v.resource for v in found} == {f"Deployment/{driver['metadata']['name']}",
                                            f"Job/{job['metadata']['name']}"}
 
 
@@ -170,8 +171,9 @@ def test_secret_settings_become_secrets_and_nothing_else():
                                           "secret-key": values["s3SecretKey"]}
     assert s3["secret_paths"] == ["stringData"]
     assert policy.check_plain_text(manifests(out), list(values.values())) == []
-    app = next(m for m in manifests(out) if m["kind"] == "SparkApplication")
-    env = {e["name"]: e for e in app["spec"]["driver"]["env"]}
+    driver = next(m for m in manifests(out) if m["kind"] == "Deployment" and m["spec"]["template"][
+        "metadata"]["labels"].get("hanzo.ai/spark-role") == "driver")
+    env = {e["name"]: e for e in driver["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "hanzo-stream-s3"
 
 

@@ -1,4 +1,5 @@
-"""Spark applications: one per consumer-group job, each as its own principal."""
+"""Spark jobs: one driver per consumer-group job, each as its own principal, launched by
+spark-submit from a Deployment (default) or as a Spark operator SparkApplication."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def expected_jobs() -> list[str]:
 
 
 def test_one_application_per_job_with_image_checkpoint_connector_and_credentials():
-    out = render("prod")
+    out = render("prod", (("sparkLauncher", "operator"),))
     apps = {a["metadata"]["name"]: a for a in of_kind(out, "SparkApplication")}
     assert sorted(apps) == expected_jobs()
     assert out["outputs"]["sparkApplications"]["value"] == [j.name for j in
@@ -50,6 +51,68 @@ def test_one_application_per_job_with_image_checkpoint_connector_and_credentials
             assert env["HANZO_STREAM_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
         deps = resource(out, "SparkApplication", name)["dependencies"]
         assert any(d.startswith("job-hanzo-stream-apply-") for d in deps)  # users exist first
+
+
+def _drivers(out: dict) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in of_kind(out, "Deployment")
+            if d["spec"]["template"]["metadata"]["labels"].get("hanzo.ai/spark-role") == "driver"}
+
+
+def test_by_default_each_job_is_a_driver_deployment_running_spark_submit_in_client_mode():
+    out = render("prod")
+    assert not of_kind(out, "SparkApplication")
+    drivers = _drivers(out)
+    assert sorted(drivers) == expected_jobs()
+    for name, d in drivers.items():
+        g = REGISTRY.group(name)
+        assert d["spec"]["replicas"] == 1
+        assert d["spec"]["strategy"] == {"type": "Recreate"}  # never two drivers on one checkpoint
+        pod = d["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == "spark" and pod["automountServiceAccountToken"] is True
+        (c,) = pod["containers"]
+        assert c["image"] == "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0"
+        assert c["command"] == ["spark-submit"]
+        args = c["args"]
+        conf = dict(a.split("=", 1) for a in args[args.index("--conf") + 1::2] if "=" in a)
+        assert args[:4] == ["--master", "k8s://https://kubernetes.default.svc.cluster.local:443",
+                            "--deploy-mode", "client"]
+        assert args[-1] == f"/opt/hanzo-stream/{spark.discover(ROOT, REGISTRY)[0].entry}" or \
+            args[-1].startswith("/opt/hanzo-stream/spark/")
+        assert conf["spark.executor.instances"] == str(g.consumers)
+        assert conf["spark.driver.host"] == "$(POD_IP)"
+        assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"  # executors owned by it
+        assert conf["spark.kubernetes.container.image"] == c["image"]
+        env = {e["name"]: e for e in c["env"]}
+        assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+        assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+            "name": f"kafka-user-{g.principal}", "key": "password"}
+        template = yaml.safe_load(next(
+            m for m in of_kind(out, "ConfigMap") if m["metadata"]["name"] == f"{name}-executor-template"
+        )["data"]["executor.yaml"])
+        (ec,) = template["spec"]["containers"]
+        assert ec["name"] == conf["spark.kubernetes.executor.podTemplateContainerName"]
+        assert {e["name"] for e in ec["env"]} >= {"HANZO_STREAM_CHECKPOINT", "HANZO_STREAM_CA_FILE"}
+        assert template["spec"]["securityContext"]["runAsNonRoot"] is True
+        deps = resource(out, "Deployment", name)["dependencies"]
+        assert any(dep.startswith("job-hanzo-stream-apply-") for dep in deps)  # users exist first
+
+
+def test_a_stack_can_cap_executors_and_size_the_driver():
+    out = render("dev", (("sparkMaxExecutors", "1"), ("sparkDriverMemory", "768m")))
+    for d in _drivers(out).values():
+        (c,) = d["spec"]["template"]["spec"]["containers"]
+        assert "spark.executor.instances=1" in c["args"]
+        assert c["args"][c["args"].index("--driver-memory") + 1] == "768m"
+        assert c["resources"]["limits"]["memory"] == f"{768 + 384}Mi"
+
+
+def test_jvm_sizes_become_kubernetes_quantities():
+    assert spark.jvm_mib("2g") == 2048 and spark.jvm_mib("512m") == 512
+    assert spark.with_overhead("8g") == 8192 + 819
+    import pytest
+
+    with pytest.raises(ValueError):
+        spark.jvm_mib("2Gi")
 
 
 def test_jobs_follow_consumers_specs(tmp_path):
@@ -78,6 +141,7 @@ def test_without_consumers_dir_the_registry_spark_groups_run(tmp_path):
 def test_spark_off_renders_no_applications_or_rbac():
     out = render("dev", (("spark", "false"),))
     assert not of_kind(out, "SparkApplication") and not of_kind(out, "Role")
+    assert not _drivers(out)
     assert not [p for p in of_kind(out, "NetworkPolicy") if p["metadata"]["name"] == "spark-jobs"]
 
 
