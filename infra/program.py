@@ -151,7 +151,10 @@ def main(root: Path = ROOT) -> None:
     def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(depends_on=gate.apply(lambda _: list(deps)))
 
-    ns = [k8s.apply(cluster.namespace(s), after())] if s.createNamespace else []
+    # `pulumi destroy` leaves the namespace: the brokers' volumes (retained by the
+    # StatefulSet) live in it, and a later `up` finds them and carries on from their data.
+    keep_ns = pulumi.ResourceOptions.merge(after(), pulumi.ResourceOptions(retain_on_delete=True))
+    ns = [k8s.apply(cluster.namespace(s), keep_ns)] if s.createNamespace else []
     in_ns = after(*ns)
     for m in policies:  # the deny policy exists before the first pod does
         k8s.apply(m, in_ns)

@@ -117,6 +117,7 @@ def render(stack: str, extra: dict[str, str] | None = None,
     class Monitor(mocks.MockMonitor):
         def RegisterResource(self, request):
             options[request.name] = {"protect": bool(request.protect),
+                                     "retain_on_delete": bool(request.retainOnDelete),
                                      "ignore_changes": sorted(request.ignoreChanges),
                                      "secret_outputs": sorted(request.additionalSecretOutputs),
                                      "dependencies": sorted(u.split("::")[-1]

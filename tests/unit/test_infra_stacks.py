@@ -179,6 +179,8 @@ def test_volumes_keep_data(stack, out):
     ctr = sts["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["name"]: m["mountPath"] for m in ctr["volumeMounts"]}
     assert mounts["data"] == "/var/lib/kafka"
+    # `pulumi destroy` must not take the retained volumes with the namespace they live in
+    assert resource(out, "Namespace", "hanzo")["retain_on_delete"] is True
 
 
 def test_image_default_is_the_official_image_of_the_pinned_release(out):
