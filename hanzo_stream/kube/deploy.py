@@ -142,7 +142,7 @@ class Deployer:
 
         def on_event(ev) -> None:
             pre = getattr(ev, "resource_pre_event", None)
-            if pre is not None and pre.metadata.op.value != "same":
+            if pre is not None and pre.metadata.op.value not in ("same", "read"):
                 m = pre.metadata
                 steps.append({"op": m.op.value, "type": m.type, "urn": m.urn,
                               "name": m.urn.rsplit("::", 1)[-1],
@@ -167,4 +167,5 @@ class Plan:
 
     @property
     def changes(self) -> int:
-        return sum(n for op, n in self.summary.items() if op != "same")
+        """Resources the update would touch (reads, such as the stack reference, touch none)."""
+        return sum(n for op, n in self.summary.items() if op not in ("same", "read"))

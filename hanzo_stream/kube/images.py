@@ -619,11 +619,12 @@ def package_files() -> list[Path]:
 
 
 def app_entries() -> list[Entry]:
-    """The repository files the pods read (topics.yaml, spark/, consumers/, schemas/) and
-    the entrypoint, under the app home."""
+    """The repository files the pods read (topics.yaml, spark/, consumers/, schemas/, and the
+    package's sources, which job specs name by path: `job: hanzo_stream/jobs/consumer.py`)
+    and the entrypoint, under the app home."""
     home = app_home()
     out = [Entry(f"{home}/topics.yaml", source=ROOT / "topics.yaml")]
-    for d in ("spark", "consumers", "schemas"):
+    for d in ("spark", "consumers", "schemas", "hanzo_stream"):
         out += [Entry(f"{home}/{p.relative_to(ROOT)}", source=p) for p in _files(ROOT / d)]
     out.append(Entry(f"{home}/bin/spark-entrypoint", source=FILES / "spark-entrypoint", mode=0o755))
     return out
