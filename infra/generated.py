@@ -1,4 +1,4 @@
-"""Values the program generates once and then keeps: passwords, the KRaft cluster id, the
+"""Values the program generates once and then keeps: passwords, the
 record of the quorum's founding size, the CA and the broker certificate.
 
 Pulumi dynamic providers (`pulumi.dynamic`) rather than the random and tls provider plugins:
@@ -20,7 +20,6 @@ where it is used), and its provider classes keep their names: state refers to th
 
 from __future__ import annotations
 
-import base64
 import secrets
 import string
 from datetime import UTC, datetime, timedelta
@@ -62,14 +61,6 @@ class PasswordProvider(KeptProvider):
         return CreateResult(_id(), {"length": length, "result": value})
 
 
-class ClusterIdProvider(KeptProvider):
-    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid)."""
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        raw = secrets.token_bytes(16)
-        return CreateResult(_id(), {"result": base64.urlsafe_b64encode(raw).decode().rstrip("=")})
-
-
 class RecordProvider(KeptProvider):
     """Keeps the value it was created with; later inputs never reach `result`."""
 
@@ -83,13 +74,6 @@ class Password(Resource, name="Password"):
     def __init__(self, name: str, length: int = 32, opts: pulumi.ResourceOptions | None = None):
         super().__init__(PasswordProvider(), name, {"length": length, "result": None},
                          _secret(opts, "result"))
-
-
-class ClusterId(Resource, name="ClusterId"):
-    result: pulumi.Output[str]
-
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(ClusterIdProvider(), name, {"result": None}, _secret(opts, "result"))
 
 
 class Record(Resource, name="Record"):

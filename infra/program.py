@@ -6,7 +6,9 @@ resource is registered, so a stack that breaks the standard fails at `pulumi pre
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import uuid
 from pathlib import Path
 
 import pulumi
@@ -49,10 +51,21 @@ def _secret_setting(key: str) -> pulumi.Output | None:
     return cfg.require_secret(key)
 
 
-def cluster_id(s: StackSettings) -> pulumi.Output:
-    """The KRaft cluster id: created once, a secret, protected, never regenerated."""
-    rid = generated.ClusterId("kafka-cluster-id", opts=pulumi.ResourceOptions(protect=s.protect))
-    return pulumi.Output.secret(rid.result)  # Kafka's format: base64url of 16 bytes
+def cluster_id(s: StackSettings, namespace_uid: pulumi.Input[str]) -> pulumi.Output:
+    """The KRaft cluster id (Kafka's format: base64url of 16 bytes), a secret.
+
+    It must live exactly as long as the brokers' volumes, because every volume is formatted
+    with it and a broker refuses a volume of another cluster ("Invalid cluster.id"). The
+    volumes outlive `pulumi destroy` (retained in the namespace, which is retained too), so
+    an id kept in Pulumi state would not: the next `up` would make a new one and every
+    broker would crash-loop on its old volume. So the id is derived from the namespace's
+    uid, which lives exactly as long; `clusterId` pins another (adopting a running cluster).
+    """
+    if s.clusterId:
+        return pulumi.Output.secret(s.clusterId)
+    return pulumi.Output.secret(pulumi.Output.from_input(namespace_uid).apply(
+        lambda uid: base64.urlsafe_b64encode(
+            uuid.uuid5(uuid.NAMESPACE_URL, f"hanzo-stream:kraft:{uid}").bytes).decode().rstrip("=")))
 
 
 def founding_controllers(s: StackSettings) -> pulumi.Output:
@@ -85,19 +98,16 @@ def main(root: Path = ROOT) -> None:
 
     creds = credentials.generate(registry)
     certs = tls.build(s, top)
-    cid = cluster_id(s)
     principals_sha = hashlib.sha256(",".join(sorted(creds.all())).encode()).hexdigest()[:16]
     annotations = {"hanzo.ai/principals-sha": principals_sha}
     if certs.cert_pem is not None:
         annotations["hanzo.ai/tls-cert-sha"] = certs.cert_pem.apply(
             lambda pem: hashlib.sha256(pem.encode()).hexdigest()[:16])
 
-    secrets = [*credentials.manifests(top.namespace, creds), *certs.manifests, {
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": broker.CLUSTER_ID_SECRET, "namespace": top.namespace},
-        "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid}),
-    }, *spark.user_secrets(top, _secret_setting("s3AccessKey"), _secret_setting("s3SecretKey"),
-                           _secret_setting("clickhousePassword"), s.s3Endpoint)]
+    secrets = [*credentials.manifests(top.namespace, creds), *certs.manifests,
+               *spark.user_secrets(top, _secret_setting("s3AccessKey"),
+                                   _secret_setting("s3SecretKey"),
+                                   _secret_setting("clickhousePassword"), s.s3Endpoint)]
     founders = founding_controllers(s)
     script = founders.apply(lambda n: broker.entrypoint(
         flavor, top, broker.render(top, s.brokerConfigOverrides, founders=n)))
@@ -156,6 +166,11 @@ def main(root: Path = ROOT) -> None:
     keep_ns = pulumi.ResourceOptions.merge(after(), pulumi.ResourceOptions(retain_on_delete=True))
     ns = [k8s.apply(cluster.namespace(s), keep_ns)] if s.createNamespace else []
     in_ns = after(*ns)
+    uid = (ns[0] if ns else k8s.get("v1", "Namespace", s.namespace)).metadata.uid
+    cid = cluster_id(s, uid)
+    secrets.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": broker.CLUSTER_ID_SECRET, "namespace": top.namespace},
+                    "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid})})
     for m in policies:  # the deny policy exists before the first pod does
         k8s.apply(m, in_ns)
     secret_res = [k8s.apply(m, in_ns) for m in secrets]

@@ -24,6 +24,7 @@ import json
 import os
 import secrets
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,9 @@ def render(stack: str, extra: dict[str, str] | None = None,
                 generated.extend(made[k] for k in opts.get("secret_outputs", ()) if made.get(k))
             elif args.typ == "pulumi:pulumi:StackReference":
                 outputs |= {"outputs": {}, "secretOutputNames": []}  # a stack never deployed
+            elif args.typ == "kubernetes:core/v1:Namespace":  # what the API server assigns
+                meta = dict(outputs.get("metadata") or {"name": (args.resource_id or "")})
+                outputs["metadata"] = meta | {"uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, meta["name"]))}
             outputs |= (existing or {}).get(args.name, {})
             return rid, outputs
 

@@ -49,6 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("clusterDomain", "cluster.local", "the cluster's DNS domain"),
     Setting("brokers", 1, "combined broker+controller pods; 1 (dev) or 3+ (prod). Raising it on "
             "a running stack grows the controller quorum in place (docs/runbooks/scaling-1-to-3.md)"),
+    Setting("clusterId", "", "the KRaft cluster id; empty: derived from the namespace's uid, so it "
+            "lives as long as the retained volumes do (set it only to adopt a running cluster's id)"),
     Setting("initialControllers", 0, "pods that formed the controller quorum when the stack "
             "was created; 0: the size the program recorded at the stack's first `pulumi up` "
             "(set it only for a stack whose record is missing or wrong; 1, or 3 up to `brokers`)"),
@@ -250,6 +252,10 @@ def _validate(v: dict[str, Any]) -> None:
             f"with curl, which the reconciler image lacks: set {PROJECT}:initImage to an image with "
             f"curl and sha256sum (e.g. `pulumi config set initImage {CURL_IMAGE}`), or `pulumi "
             "config rm jmxAgentUrl` to copy the agent from the reconciler image (docs/images.md)")
+    if v["clusterId"] and not re.fullmatch(r"[A-Za-z0-9_-]{22}", v["clusterId"]):
+        raise SettingsError(f"{PROJECT}:clusterId {v['clusterId']!r} is not a KRaft cluster id "
+                            "(22 characters of base64url, as `kafka-storage.sh random-uuid` prints "
+                            "and meta.properties holds)")
     if v["imageDigest"] and not v["imageDigest"].startswith("sha256:"):
         raise SettingsError("imageDigest must look like sha256:<64 hex>")
 

@@ -20,7 +20,7 @@ from infra.tls import CA_VALIDITY_HOURS, CERT_VALIDITY_HOURS, RENEW_BEFORE_HOURS
 from .infra_helpers import ROOT
 
 NAMES = ["*.kafka-headless.hanzo.svc.cluster.local", "kafka.hanzo.svc.cluster.local"]
-PROVIDERS = [g.PasswordProvider, g.ClusterIdProvider, g.RecordProvider,
+PROVIDERS = [g.PasswordProvider, g.RecordProvider,
              g.CertificateAuthorityProvider, g.BrokerCertificateProvider]
 
 
@@ -71,13 +71,6 @@ def test_password_is_alphanumeric_and_never_changes_by_itself():
     assert len(made["result"]) == 32 and made["result"].isalnum()
     assert made["result"] != p.create({"length": 32.0}).outs["result"]
     assert p.diff("id", made, {"length": 40.0}).changes is False  # rotation is --replace only
-
-
-def test_cluster_id_is_a_kafka_uuid_kept_for_ever():
-    p = g.ClusterIdProvider()
-    cid = p.create({}).outs["result"]
-    assert len(cid) == 22 and len(base64.urlsafe_b64decode(cid + "==")) == 16
-    assert p.diff("id", {"result": cid}, {}).changes is False
 
 
 def test_record_keeps_the_first_value():

@@ -16,6 +16,7 @@ from infra.topology import Topology
 
 from .infra_helpers import (
     ROOT,
+    RenderFailed,
     by_type,
     env_map,
     kafka_container,
@@ -129,15 +130,34 @@ def test_jaas_secret_is_broker_config_secret_half(out):
     assert user["password"] == outs["principalPasswords"]["value"]["billing-aggregator"]
 
 
-def test_cluster_id_is_stable_secret_resource(stack, out):
-    (rid,) = by_type(out, "pulumi-python:dynamic:ClusterId")
-    assert rid["secret_outputs"] == ["result"]  # a secret in state
-    assert rid["protect"] is (stack == "prod")  # dev may be destroyed; prod's id may not
-    cid = out["outputs"]["clusterId"]["value"]
-    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cid)  # a KRaft cluster id: base64url of 16 bytes
-    assert secret_data(out, "kafka-cluster-id") == {"cluster-id": cid}
-    # Nothing in the program feeds it: the id comes from the resource's state, not the inputs.
-    assert rid["inputs"] == {}
+def test_cluster_id_lives_as_long_as_the_namespace_that_keeps_the_volumes(stack, out):
+    """Derived from the namespace's uid: the same after `pulumi destroy` and `up` (both the
+    namespace and the volumes are retained), a new one with a new namespace."""
+    import base64
+    import uuid
+
+    cid = out["outputs"]["clusterId"]
+    assert cid["secret"] is True
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cid["value"])  # a KRaft cluster id: base64url of 16 bytes
+    assert secret_data(out, "kafka-cluster-id") == {"cluster-id": cid["value"]}
+    uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, "hanzo"))  # what render's mock API server assigns
+    assert cid["value"] == base64.urlsafe_b64encode(
+        uuid.uuid5(uuid.NAMESPACE_URL, f"hanzo-stream:kraft:{uid}").bytes).decode().rstrip("=")
+    assert not by_type(out, "pulumi-python:dynamic:ClusterId")  # nothing in state to lose
+
+
+def test_cluster_id_can_be_pinned_to_adopt_a_running_cluster():
+    out = render("dev", (("clusterId", "MkU3OEVBNTcwNTJENDM2Qk"),))
+    assert out["outputs"]["clusterId"]["value"] == "MkU3OEVBNTcwNTJENDM2Qk"
+    with pytest.raises(RenderFailed, match="not a KRaft cluster id"):
+        render("dev", (("clusterId", "not-an-id"),))
+
+
+def test_without_creating_the_namespace_its_uid_is_read_from_the_cluster():
+    out = render("dev", (("createNamespace", "false"),))
+    (ns,) = [r for r in out["resources"] if r["type"] == "kubernetes:core/v1:Namespace"]
+    assert ns["name"] == "read-namespace-hanzo"
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", out["outputs"]["clusterId"]["value"])
 
 
 def test_pdb_probes_resources_and_security(stack, out):
