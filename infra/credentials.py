@@ -8,6 +8,7 @@ its Password resource>` (docs/deploy.md, day two).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -46,6 +47,12 @@ class Credentials:
 
     def all(self) -> dict[str, pulumi.Output]:
         return {ADMIN: self.admin, **self.principals}
+
+    def digest(self) -> pulumi.Output:
+        """A fingerprint of every password (16 hex of a sha256 over 32-character random
+        passwords: it tells nothing about them), to re-run what must follow a change."""
+        return pulumi.Output.all(**self.all()).apply(lambda pw: hashlib.sha256(
+            json.dumps(pw, sort_keys=True).encode()).hexdigest()[:16])
 
 
 def _password(name: str) -> pulumi.Output:

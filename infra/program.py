@@ -114,7 +114,7 @@ def main(root: Path = ROOT) -> None:
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.service_account(top), *cluster.services(top), cluster.pdb(top),
              cluster.jmx_config_map(top, files.jmx)]
-    apply_job = reconciler.manifests(s, top, registry_file.read_text())
+    apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
     extras = []
     if s.schemaRegistry:
         extras += schema_registry.manifests(s, top)

@@ -1,5 +1,10 @@
 """The reconciler as a Job: `hanzo-stream apply` against the cluster once brokers are ready.
 
+It is the one writer of SCRAM passwords: it runs with --rotate-passwords, setting every
+principal's password to the one Pulumi holds, and a change of any password (a rotation
+with `--replace`, or a new stack state after `pulumi destroy` kept the volumes and their
+old credentials) changes its pod template, which makes Pulumi replace the Job, so it runs.
+
 topics.yaml travels in an immutable ConfigMap whose name carries the file's content hash,
 and so does the Job's: a changed registry (or reconciler image/arguments, or number of
 brokers) is a new Job, which Pulumi creates after the StatefulSet is ready and awaits to
@@ -42,7 +47,8 @@ def connection_env(top: Topology, principal: str) -> list[dict]:
     ]
 
 
-def manifests(s: StackSettings, top: Topology, registry_text: str) -> list[dict]:
+def manifests(s: StackSettings, top: Topology, registry_text: str,
+              credentials_digest: object = None) -> list[dict]:
     digest = content_hash(registry_text, s)
     cm_name = f"hanzo-stream-registry-{digest}"
     config_map = {
@@ -58,7 +64,9 @@ def manifests(s: StackSettings, top: Topology, registry_text: str) -> list[dict]
         "spec": {
             "backoffLimit": 6,  # brokers may still be electing a leader on the first run
             "activeDeadlineSeconds": 1800,
-            "template": {"metadata": {"labels": LABELS}, "spec": {
+            "template": {"metadata": {
+                "labels": LABELS,
+                "annotations": {"hanzo.ai/credentials-sha": credentials_digest or ""}}, "spec": {
                 "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
                 "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "fsGroup": 10001,
@@ -69,7 +77,8 @@ def manifests(s: StackSettings, top: Topology, registry_text: str) -> list[dict]
                     "command": ["hanzo-stream"],
                     "args": [*s.reconcilerArgs,
                              "--registry", f"{REGISTRY_MOUNT}/topics.yaml",
-                             "--secrets-file", f"{CREDENTIALS_MOUNT}/{RECONCILER_KEY}"],
+                             "--secrets-file", f"{CREDENTIALS_MOUNT}/{RECONCILER_KEY}",
+                             "--rotate-passwords"],
                     "env": connection_env(top, ADMIN),
                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                                   "limits": {"cpu": "500m", "memory": "512Mi"}},

@@ -71,6 +71,10 @@ def create(a: Addresses) -> None:
     if addr not in _ip("-o", "addr", "show", "dev", a.bridge, ns=a.netns).stdout:
         _ip("addr", "add", addr, "dev", a.bridge, ns=a.netns)
     _ip("link", "set", a.bridge, "up", ns=a.netns)
+    # Service addresses need a route for the node's own clients (kube-proxy rewrites them
+    # after routing, in OUTPUT); pods reach them through their gateway already.
+    if a.service_cidr not in _ip("route", "show", ns=a.netns).stdout:
+        _ip("route", "add", a.service_cidr, "dev", a.bridge, ns=a.netns)
     a.resolv_dir.mkdir(parents=True, exist_ok=True)
     (a.resolv_dir / "resolv.conf").write_text(
         f"# hanzo-stream local kube: the cluster DNS\nnameserver {a.node_ip}\n"

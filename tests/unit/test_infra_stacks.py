@@ -221,6 +221,12 @@ def test_reconciler_job_runs_apply_with_registry_after_brokers(out):
     assert c["command"] == ["hanzo-stream"]
     assert c["args"][0] == "apply"
     assert "--secrets-file" in c["args"]
+    # The one writer of SCRAM passwords: it sets each to Pulumi's, and any password change
+    # changes its template (a new Job runs), without a password in sight.
+    assert c["args"][-1] == "--rotate-passwords"
+    sha = job["spec"]["template"]["metadata"]["annotations"]["hanzo.ai/credentials-sha"]
+    assert re.fullmatch(r"[0-9a-f]{16}", sha)
+    assert not any(sha in g or g in sha for g in out["generated_secrets"])
     env = env_map(c)
     assert env["HANZO_STREAM_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
     assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"

@@ -1,0 +1,147 @@
+"""What the Kubernetes tests share: the node, the stacks, clients on the node's network,
+load while a change rolls out, and the record of what each change cost.
+
+One node per session (node.py). The stacks are deployed with the real Pulumi engine
+(deploy.py); clients run as users' pods would, inside the node's network namespace where
+the cluster's DNS names resolve, with the CA and passwords from the stack's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hanzo_stream.kube import netns
+from hanzo_stream.kube.deploy import Deployer, Plan
+from hanzo_stream.kube.node import Node
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = Path(os.environ.get("HANZO_STREAM_KUBE_REPORT", ROOT / ".hanzo-stream" / "kube-report.json"))
+
+
+@dataclass
+class Stack:
+    """One deployed local stack and how to reach it."""
+
+    deployer: Deployer
+    name: str
+    env: str
+    settings: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    work: Path = Path("/tmp")
+
+    @property
+    def node(self) -> Node:
+        return self.deployer.node
+
+    @property
+    def namespace(self) -> str:
+        return self.outputs["namespace"]
+
+    def up(self, **changes: Any) -> Any:
+        self.settings |= changes
+        result = self.deployer.up(self.name, self.env, self.settings, on_output=_log)
+        self.refresh_outputs(result.outputs)
+        return result
+
+    def preview(self, **changes: Any) -> Plan:
+        return self.deployer.preview(self.name, self.env, self.settings | changes, on_output=_log)
+
+    def refresh_outputs(self, outputs: dict) -> None:
+        self.outputs = {k: v.value for k, v in outputs.items()}
+        (self.work / "ca.crt").write_text(self.outputs["caCertPem"])
+
+    def password(self, principal: str) -> str:
+        if principal == "admin":
+            return self.outputs["adminPassword"]
+        return self.outputs["principalPasswords"][principal]
+
+    def client_env(self, principal: str, mechanism: str | None = None) -> dict[str, str]:
+        """HANZO_STREAM_* for `principal` through the client Service, as a pod would have."""
+        mech = mechanism or ("PLAIN" if principal == "admin" else "SCRAM-SHA-512")
+        return {**os.environ, "HANZO_STREAM_BOOTSTRAP": self.outputs["bootstrap"],
+                "HANZO_STREAM_SECURITY_PROTOCOL": "SASL_SSL", "HANZO_STREAM_SASL_MECHANISM": mech,
+                "HANZO_STREAM_SASL_USERNAME": principal,
+                "HANZO_STREAM_SASL_PASSWORD": self.password(principal),
+                "HANZO_STREAM_CA_FILE": str(self.work / "ca.crt")}
+
+    def kubectl(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        return self.node.kubectl("-n", self.namespace, *args, check=check, **kw)
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def pods(self, selector: str = "app.kubernetes.io/name=kafka") -> dict[str, dict]:
+        return {p["metadata"]["name"]: p for p in self.json("pods", "-l", selector)["items"]}
+
+
+def _log(line: str) -> None:
+    sys.stderr.write(line)
+
+
+def in_node(node: Node, argv: list[str], env: dict[str, str] | None = None, timeout: float = 300,
+            check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run argv on the node's network (cluster DNS), from the checkout; a failure shows its output."""
+    out = subprocess.run([*netns.exec_in(node.addr), *argv], cwd=ROOT, env=env, timeout=timeout,
+                         capture_output=True, text=True, input=input)
+    if check and out.returncode != 0:
+        raise AssertionError(f"{argv[:3]}... exited {out.returncode}:\n{out.stdout[-3000:]}\n"
+                             f"{out.stderr[-3000:]}")
+    return out
+
+
+@contextmanager
+def load(stack: Stack, tag: str, rate: float = 100, principal: str = "llm-gateway",
+         max_seconds: float = 1500) -> Iterator[dict]:
+    """acks=all producers running for the block; afterwards `result` holds the Tally of every
+    event they sent (read back as billing-aggregator, which may read llm_usage)."""
+    ledger, stop = stack.work / f"ledger-{tag}.json", stack.work / f"stop-{tag}"
+    stop.unlink(missing_ok=True)
+    result: dict = {}
+    with open(stack.work / f"load-{tag}.log", "w") as log:
+        proc = subprocess.Popen(
+            [*netns.exec_in(stack.node.addr), sys.executable, "-m", "hanzo_stream.kube.load",
+             "produce", "--ledger", str(ledger), "--stop-file", str(stop), "--rate", str(rate),
+             "--max-seconds", str(max_seconds)],
+            cwd=ROOT, env=stack.client_env(principal), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            time.sleep(5)  # producers up and acknowledged before the change starts
+            yield result
+        finally:
+            stop.touch()
+            proc.wait(timeout=300)
+    out = in_node(stack.node, [sys.executable, "-m", "hanzo_stream.kube.load", "count",
+                               "--ledger", str(ledger)], env=stack.client_env("billing-aggregator"))
+    result |= json.loads(out.stdout)
+
+
+def restarts(before: dict[str, dict], after: dict[str, dict]) -> int:
+    """Broker restarts between two pod listings: pods recreated plus container restarts."""
+    n = 0
+    for name, pod in after.items():
+        old = before.get(name)
+        count = sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses", [])
+                    if c["name"] == "kafka")
+        if old is None or old["metadata"]["uid"] != pod["metadata"]["uid"]:
+            n += 1 + count
+        else:
+            n += count - sum(c.get("restartCount", 0) for c in old["status"].get("containerStatuses", [])
+                             if c["name"] == "kafka")
+    return n
+
+
+def record(change: str, **facts: Any) -> None:
+    """Append a change's plan, restarts, losses and errors to the session's report file."""
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(REPORT.read_text()) if REPORT.exists() else {}
+    doc[change] = facts
+    REPORT.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    print(f"\n{change}: {json.dumps(facts, sort_keys=True)}")
