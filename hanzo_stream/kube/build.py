@@ -5,8 +5,10 @@ registry. Two Go modules of ours under kube/ name what to build:
 
 - kube/k8s: Kubernetes' own commands (kube-apiserver, kube-controller-manager,
   kube-scheduler, kubelet, kube-proxy, kubectl) from the published k8s.io/kubernetes module,
-  whose staging modules are replaced by their published v0.x.y releases, plus a CoreDNS
-  with only the plugins cluster DNS uses;
+  whose staging modules are replaced by their published v0.x.y releases, etcd's own server
+  at the release of the API server's etcd client (Debian's 3.4 lacks the watch progress
+  requests that 1.37's watch lists need), plus a CoreDNS with only the plugins cluster DNS
+  uses;
 - kube/pulumi: the Pulumi CLI (the `pulumi` command of pkg/v3, built as a `tool`);
 - kube/provider: pulumi-resource-kubernetes (the provider's own three-line main; its schema
   is stamped with the release here, as the provider's `go generate` does). A module of its
@@ -73,8 +75,8 @@ def _k8s_ldflags() -> tuple[str, ...]:
 
 K8S = Module(
     "k8s",
-    ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
-     "kubectl", "coredns"),
+    ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
+     "kube-proxy", "kubectl", "coredns"),
     _k8s_ldflags() + (f"-X github.com/coredns/coredns/coremain.GitCommit={versions.COREDNS_VERSION}",),
     ("tool", "./cmd/..."),
 )
@@ -177,6 +179,9 @@ def build(m: Module, log=print) -> Path:
     (partial / ".complete").write_text(f"{time.monotonic() - t:.0f}s\n")
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
+    for old in dest.parent.glob(f"{m.name}-*"):  # earlier builds: ~0.5 GB each
+        if old != dest:
+            shutil.rmtree(old, ignore_errors=True)
     log(f"    {m.name} built in {time.monotonic() - t:.0f}s -> {dest}")
     return dest
 

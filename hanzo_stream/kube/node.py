@@ -1,6 +1,6 @@
 """A real single-node Kubernetes on this machine: `hanzo-stream local kube up|down|status`.
 
-Every part is the real program: etcd, containerd, runc and the CNI plugins from Debian;
+Every part is the real program: containerd, runc and the CNI plugins from Debian; etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and
 CoreDNS built from the Go module proxy (build.py); images built here (images.py). All of
 it runs in the node's network namespace (netns.py), so the machine's own network, sysctls
@@ -122,7 +122,7 @@ class Node:
     # -- up ------------------------------------------------------------------------------
     def up(self, log: Callable[[str], None] = print, timeout: float = 180) -> None:
         t0 = time.monotonic()
-        for b in ("nsenter", "unshare", "ip", "socat", "etcd", "containerd", "runc", "ctr",
+        for b in ("nsenter", "unshare", "ip", "socat", "containerd", "runc", "ctr",
                   "iptables", "mount"):
             if shutil.which(b) is None:
                 raise NodeFailed(f"`{b}` is not installed: run .ci/install (it installs the "
@@ -204,7 +204,7 @@ class Node:
     def _etcd(self, timeout: float) -> None:
         data = self.home / "etcd"
         d = self._spawn("etcd", [
-            "etcd", "--name", "hanzo", "--data-dir", str(data),
+            self.binary("etcd"), "--name", "hanzo", "--data-dir", str(data),
             "--listen-client-urls", "http://127.0.0.1:2379",
             "--advertise-client-urls", "http://127.0.0.1:2379",
             "--listen-peer-urls", "http://127.0.0.1:2380",

@@ -147,3 +147,27 @@ def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
     apply_registry(kafka_cluster, registry)
     wait_until_logged_in([kafka_cluster.as_(p) for p in sorted(registry.principal_names())])
     return kafka_cluster
+
+
+@pytest.fixture(scope="session")
+def kube_node(tmp_path_factory) -> Iterator:
+    """The real single-node Kubernetes (hanzo_stream/kube/node.py), up for the session and
+    torn down with everything it made. HANZO_STREAM_KUBE_REUSE=1 uses (and keeps) the node
+    `hanzo-stream local kube up` started, for a quicker edit-test loop."""
+    from hanzo_stream.kube import netns
+    from hanzo_stream.kube.node import Node
+
+    if os.environ.get("HANZO_STREAM_KUBE_REUSE"):
+        node = Node()
+        node.up()
+        yield node
+        return
+    node = Node(home=tmp_path_factory.mktemp("kube"))
+    if netns.exists(node.addr):
+        pytest.fail(f"a local Kubernetes node already runs ({node.addr.path}): stop it with "
+                    "`hanzo-stream local kube down`, or set HANZO_STREAM_KUBE_REUSE=1 to test on it")
+    try:
+        node.up()
+        yield node
+    finally:
+        node.down(purge=True)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The local Kubernetes and the real Pulumi, idempotently (hanzo-stream local kube up, the
+# tests under tests/integration/test_kube_*.py):
+#   - containerd, runc, the CNI plugins, umoci, mmdebstrap, iptables, socat from Debian
+#     (their system services are never started: the node runs its own, see hanzo_stream/kube/node.py);
+#   - etcd, Kubernetes, CoreDNS, the Pulumi CLI and pulumi-resource-kubernetes built from the Go
+#     module proxy (cached by version in ~/.cache/hanzo-stream/kube/bin; cold ~30 min, warm seconds);
+#   - the container images, built from Debian, PyPI and Maven Central (cached likewise).
+# Called by .ci/install (which runs every .ci/install-*.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(containerd runc containernetworking-plugins umoci mmdebstrap
+      iptables conntrack socat iproute2 util-linux mount)
+need=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "==> apt-get install ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  added_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then   # keep postinst scripts from starting services
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod 755 /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  [ -z "$added_policy" ] || $SUDO rm -f /usr/sbin/policy-rc.d
+fi
+for unit in containerd etcd; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    systemctl stop "$unit" || true
+  fi
+done
+
+export PATH="$PATH:/usr/local/go/bin"
+echo "==> Kubernetes and Pulumi binaries (go build, cached)"
+python -m hanzo_stream.kube.build
+echo "==> container images (mmdebstrap + umoci, cached)"
+python -m hanzo_stream.kube.images build
