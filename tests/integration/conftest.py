@@ -171,3 +171,22 @@ def kube_node(tmp_path_factory) -> Iterator:
         yield node
     finally:
         node.down(purge=True)
+
+
+@pytest.fixture(scope="session")
+def kube_dev(kube_node, tmp_path_factory):
+    """The dev stack (1 broker) deployed with the real `pulumi up` on the session's node, shared
+    by the Kubernetes modules in order (test_kube_1_dev, _2_spark, _4_growth), destroyed last."""
+    from hanzo_stream.kube.deploy import Deployer
+
+    from .kube import Stack
+
+    work = tmp_path_factory.mktemp("local-dev")
+    stack = Stack(Deployer(kube_node, home=work / "pulumi"), "local-dev", "dev", {"spark": False},
+                  work=work)
+    t = time.monotonic()
+    result = stack.up()
+    print(f"\npulumi up local-dev: {dict(result.summary.resource_changes or {})} "
+          f"in {time.monotonic() - t:.0f}s")
+    yield stack
+    stack.deployer.destroy(stack.name, stack.env)

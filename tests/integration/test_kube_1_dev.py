@@ -8,32 +8,22 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import time
 import urllib.parse
 import urllib.request
 
 import pytest
 
 from hanzo_stream.kube import netns
-from hanzo_stream.kube.deploy import Deployer
 
 from .conftest import wait_for
-from .kube import Stack, in_node
+from .kube import in_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
-def dev(kube_node, tmp_path_factory):
-    work = tmp_path_factory.mktemp("local-dev")
-    stack = Stack(Deployer(kube_node, home=work / "pulumi"), "local-dev", "dev", {"spark": False},
-                  work=work)
-    t = time.monotonic()
-    result = stack.up()
-    print(f"\npulumi up local-dev: {dict(result.summary.resource_changes or {})} "
-          f"in {time.monotonic() - t:.0f}s")
-    yield stack
-    stack.deployer.destroy(stack.name, stack.env)
+def dev(kube_dev):
+    return kube_dev
 
 
 PRODUCE_CONSUME = textwrap.dedent("""
