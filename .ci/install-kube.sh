@@ -36,7 +36,6 @@ for unit in containerd etcd; do
   fi
 done
 
-export PATH="$PATH:/usr/local/go/bin"
 echo "==> Kubernetes and Pulumi binaries (go build, cached)"
 python -m hanzo_stream.kube.build
 echo "==> container images (mmdebstrap + umoci, cached)"

@@ -15,7 +15,8 @@ if ! command -v shellcheck >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
 fi
 
-GO=$(command -v go || echo /usr/local/go/bin/go)
+# Go of at least versions.GO_VERSION: the machine's, or that release from the Go module proxy.
+GO=$(python -m hanzo_stream.gotoolchain)
 version=$(python -c 'from hanzo_stream.versions import ACTIONLINT_VERSION as v; print(v)')
 bin="$("$GO" env GOPATH)/bin/actionlint"
 if [ -x "$bin" ] && "$bin" -version 2>/dev/null | head -n 1 | grep -qx "v$version"; then

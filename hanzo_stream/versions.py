@@ -51,6 +51,12 @@ SPARK_BASELINE_SCALA = "2.12"
 SPARK_BASELINE_KAFKA_CLIENTS = "3.4.1"
 SPARK_BASELINE_COMMONS_POOL2 = "2.11.1"
 
+# The Go toolchain every Go build here uses (hanzo_stream/gotoolchain.py): the machine's own if
+# it is at least this release, else this release fetched from the Go module proxy
+# (golang.org/toolchain, what `GOTOOLCHAIN` downloads). At least every kube/*/go.mod's `go` line.
+GO_VERSION = "1.26.8"
+GO_TOOLCHAIN_HASH = "h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="  # its module zip's hash
+
 # The local Kubernetes (hanzo_stream/kube/build.py builds these from the Go module proxy;
 # kube/k8s/go.mod and kube/pulumi/go.mod require the same releases, a unit test checks).
 KUBERNETES_VERSION = "v1.37.2"

@@ -170,8 +170,12 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         pod_spec["containers"].append(join_container(s, top, flavor, paths))
         pod_spec["volumes"].append(
             {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
-        pod_spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}]}}
+        term = {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}
+        pod_spec["affinity"] = {"podAntiAffinity": (
+            {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            if s.brokerAntiAffinity == "required" else
+            {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": term}]})}
         pod_spec["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
             "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": sel}}]

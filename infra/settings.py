@@ -67,6 +67,8 @@ SETTINGS: tuple[Setting, ...] = (
             "expands the volumes in place (their StorageClass must allow volume expansion), "
             "lowering it is refused: volumes cannot shrink"),
     Setting("storageClass", "", "storage class of the broker volumes; empty: the default"),
+    Setting("brokerAntiAffinity", "required", "at 3+ brokers, one broker per node: `required` "
+            "(a node failure costs one broker) or `preferred` (a one-node test cluster)"),
     Setting("cpuRequest", "500m", "broker CPU request"),
     Setting("memoryRequest", "1Gi", "broker memory request"),
     Setting("cpuLimit", "1000m", "broker CPU limit"),
@@ -235,6 +237,8 @@ def _validate(v: dict[str, Any]) -> None:
             "see docs/images.md")
     if v["sparkLauncher"] not in ("submit", "operator"):
         raise SettingsError(f"{PROJECT}:sparkLauncher must be submit or operator")
+    if v["brokerAntiAffinity"] not in ("required", "preferred"):
+        raise SettingsError(f"{PROJECT}:brokerAntiAffinity must be required or preferred")
     if v["kafkaExporter"] not in ("hanzo-stream", "danielqsj"):
         raise SettingsError(f"{PROJECT}:kafkaExporter must be hanzo-stream or danielqsj")
     if v["tlsMode"] not in ("self-signed", "cert-manager"):

@@ -9,6 +9,7 @@ after `--once`, clean shutdown on SIGTERM, and per-batch metrics for the benchma
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -34,6 +35,9 @@ from .spec import JobSpec, load_spec
 log = logging.getLogger("hanzo_stream.jobs")
 
 METRICS_ENV = "HANZO_STREAM_JOB_METRICS"  # a JSON-lines file for per-batch numbers (bench)
+# The checkpoint root instead of the spec's: on Kubernetes <checkpointBase>/<job> (infra/spark.py),
+# shared storage the executors write the state store to, not a directory in the driver's pod.
+CHECKPOINT_ENV = "HANZO_STREAM_CHECKPOINT"
 REPORT_FILE = "report.json"  # under the job's state_dir; read by `local status`
 FINAL_COMMIT_TIMEOUT = 90.0  # seconds: bounded, a broker that is gone must not hold the exit
 
@@ -157,6 +161,8 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
     env = dict(os.environ) if env is None else env
     registry = load_registry(registry_path)
     spec = load_spec(name, registry, consumers_dir, home)
+    if env.get(CHECKPOINT_ENV):
+        spec = dataclasses.replace(spec, checkpoint=spec.resolve(env[CHECKPOINT_ENV]))
     conn = job_connection(spec.principal, env, spec.home)
     spec.state_dir.mkdir(parents=True, exist_ok=True)
     schemas = load_schemas(registry_path.parent / "schemas", env)

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import versions
+from .. import gotoolchain, versions
 from ..local.paths import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,10 +97,10 @@ ALL = (K8S, PULUMI, PROVIDER)
 
 
 def go() -> str:
-    found = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
-    if not found:
-        raise BuildFailed("no Go toolchain: run .ci/install (it installs Go), or put `go` on PATH")
-    return found
+    try:
+        return gotoolchain.go()
+    except (gotoolchain.ToolchainError, OSError) as e:
+        raise BuildFailed(f"no Go toolchain of at least {versions.GO_VERSION}: {e}") from e
 
 
 def _go_env() -> dict[str, str]:

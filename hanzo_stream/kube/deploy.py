@@ -9,7 +9,13 @@ dynamic providers (infra/generated.py) are launched by the CLI with this Python.
 
 A local stack is a committed stack's settings (Pulumi.dev.yaml, Pulumi.prod.yaml) plus
 what differs on this machine (`LOCAL`): the images built here, no operators that are
-not installed, resources that fit two cores. Nothing else is bent.
+not installed, resources that fit two cores, and the node's object store for the jobs'
+s3a:// paths (`store_settings`: its endpoint, and its key pair as Pulumi secrets). Nothing
+else is bent.
+
+Secret settings (an `auto.ConfigValue(..., secret=True)`) are set with `pulumi config set
+--secret` reading the value on its standard input: the Automation API's set_config puts
+the value on the CLI's command line, which `ps` shows to every user.
 """
 
 from __future__ import annotations
@@ -23,23 +29,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..jobs.s3 import S3Access
 from ..local.paths import state_dir
 from .node import Node
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "hanzo-stream"
 
+# Spark on the node's two cores: one executor per job and small JVMs, with CPU requests
+# that let a broker and every job's driver and executor be scheduled side by side (they
+# share the cores; a request is only what the scheduler counts). Measured: docs/deploy.md.
+SPARK_LOCAL: dict[str, Any] = {
+    "sparkMaxExecutors": 1, "sparkDriverMemory": "1g", "sparkDriverCpuRequest": "100m",
+    "sparkExecutorMemory": "768m", "sparkExecutorCpuRequest": "100m"}
+# The jobs' S3 paths, in buckets of the node's object store (made before every up: buckets()).
+STORE_LOCAL: dict[str, Any] = {
+    "checkpointBase": "s3a://hanzo-stream/checkpoints",
+    "auditArchivePath": "s3a://hanzo-audit/audit_log"}
+
 # Per environment: what a local stack sets on top of Pulumi.<env>.yaml.
 LOCAL: dict[str, dict[str, Any]] = {
     "dev": {"protect": False, "prometheusOperator": False, "grafanaDashboards": False,
             "alertmanager": False, "schemaRegistry": False,
             "cpuRequest": "100m", "memoryRequest": "768Mi", "cpuLimit": "2000m",
-            "memoryLimit": "1536Mi", "heapOpts": "-Xms512m -Xmx512m", "storageSize": "2Gi"},
+            "memoryLimit": "1536Mi", "heapOpts": "-Xms512m -Xmx512m", "storageSize": "2Gi",
+            **SPARK_LOCAL, **STORE_LOCAL},
     "prod": {"protect": False, "prometheusOperator": False, "grafanaDashboards": False,
+             "brokerAntiAffinity": "preferred",  # three brokers on the one node
              "alertmanager": False, "schemaRegistry": False,
              "cpuRequest": "100m", "memoryRequest": "768Mi", "cpuLimit": "2000m",
-             "memoryLimit": "1536Mi", "heapOpts": "-Xms512m -Xmx512m", "storageSize": "2Gi"},
+             "memoryLimit": "1536Mi", "heapOpts": "-Xms512m -Xmx512m", "storageSize": "2Gi",
+             **SPARK_LOCAL, **STORE_LOCAL},
 }
+
+
+def store_settings(store: S3Access) -> dict[str, Any]:
+    """The node's object store as stack settings: the endpoint plain, the keys secret."""
+    from pulumi import automation as auto
+
+    return {"s3Endpoint": store.endpoint,
+            "s3AccessKey": auto.ConfigValue(store.access_key or "", secret=True),
+            "s3SecretKey": auto.ConfigValue(store.secret_key or "", secret=True)}
+
+
+def buckets(values: Mapping[str, Any], root: Path = ROOT) -> set[str]:
+    """Every bucket a stack with these settings writes to: its s3a:// settings and the
+    jobs' s3a:// checkpoints and sinks (infra/spark.py reads them the same way)."""
+    from hanzo_stream.jobs.s3 import is_s3, split
+    from hanzo_stream.registry import load_registry
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from infra import spark
+    from infra.settings import parse
+
+    plain = {k: v for k, v in values.items() if not is_secret(v)}
+    s = parse({k: v if isinstance(v, str) else json.dumps(v) for k, v in plain.items()})
+    paths = [s.checkpointBase, s.auditArchivePath]
+    for job in spark.discover(root, load_registry(root / "topics.yaml")):
+        paths += [spark.checkpoint_of(s, job), *job.s3_paths]
+    return {split(p)[0] for p in paths if p and is_s3(p)}
+
+
+def is_secret(v: Any) -> bool:
+    return getattr(v, "secret", False) is True
 
 
 def image_settings() -> dict[str, str]:
@@ -104,7 +157,8 @@ class Deployer:
 
     def stack(self, name: str, env: str, settings: Mapping[str, Any] = ()):
         """Create or select local stack `name` with env's settings, LOCAL[env], the images
-        built here, then `settings`; every key is (re)written, so the stack says exactly that."""
+        built here, the node's object store, then `settings`; every key is (re)written, so the
+        stack says exactly that. The buckets its s3a:// paths name are made first."""
         from pulumi import automation as auto
 
         e = self.env()
@@ -125,14 +179,46 @@ class Deployer:
             secrets_provider="passphrase",
             project_settings=auto.ProjectSettings(name=PROJECT, runtime="python"))
         st = auto.create_or_select_stack(name, project_name=PROJECT, program=program, opts=opts)
-        values = {**base_config(env, self.root), **LOCAL[env], **image_settings(), **dict(settings)}
-        st.set_all_config({f"{PROJECT}:{k}": auto.ConfigValue(_as_config(v)) for k, v in values.items()})
+        values = {**base_config(env, self.root), **LOCAL[env], **image_settings(),
+                  **store_settings(self.node.object_store()), **dict(settings)}
+        self.node.ensure_buckets(buckets(values, self.root))
+        st.set_all_config({f"{PROJECT}:{k}": auto.ConfigValue(_as_config(v))
+                           for k, v in values.items() if not is_secret(v)})
+        for k, v in values.items():
+            if is_secret(v):
+                self._set_secret(st.name, work, f"{PROJECT}:{k}", v.value)
         return st
 
+    def _set_secret(self, stack: str, work: Path, key: str, value: str) -> None:
+        """`pulumi config set --secret` with the value on standard input, never argv."""
+        import subprocess
+
+        out = subprocess.run([self.node.binary("pulumi"), "config", "set", "--secret",
+                              "--stack", stack, key], input=value, cwd=work, env=self.env(),
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:  # its output names the key, never the value
+            raise RuntimeError(f"pulumi config set --secret {key} failed: {out.stderr[-2000:]}")
+
     def up(self, name: str, env: str, settings: Mapping[str, Any] = (),
-           on_output: Callable[[str], None] | None = None):
+           on_output: Callable[[str], None] | None = None, replace: list[str] | None = None):
+        """`pulumi up`; replace: resources (logical names) to replace, as `--replace` does."""
         st = self.stack(name, env, settings)
-        return st.up(on_output=on_output, color="never")
+        urns = [self.urn(name, n) for n in replace or ()]
+        return st.up(on_output=on_output, color="never", replace=urns or None)
+
+    def urn(self, stack: str, resource: str) -> str:
+        """The URN of one of the stack's resources, by logical name (from the state)."""
+        from pulumi import automation as auto
+
+        st = auto.select_stack(stack, PROJECT, program=lambda: None,
+                               opts=auto.LocalWorkspaceOptions(
+                                   work_dir=str(self.home / "work"),
+                                   pulumi_home=self.env()["PULUMI_HOME"], env_vars=self.env()))
+        found = [r["urn"] for r in st.export_stack().deployment["resources"]
+                 if r["urn"].rsplit("::", 1)[-1] == resource]
+        if len(found) != 1:
+            raise KeyError(f"{stack}: {len(found)} resources named {resource!r}")
+        return found[0]
 
     def preview(self, name: str, env: str, settings: Mapping[str, Any] = (),
                 on_output: Callable[[str], None] | None = None) -> Plan:

@@ -5,8 +5,9 @@ hanzo_stream.kube.load ...`), as any principal (HANZO_STREAM_* variables, the CA
 from the stack's output). The bookkeeping is failover.py's: each event gets exactly one
 outcome from its delivery report, and the topic is then read back by id.
 
-    produce --ledger F --stop-file S [--rate 100] [--max-seconds 1800]
-        send llm_usage events until S exists (or max-seconds), flush, write the ledger to F
+    produce --ledger F --stop-file S [--rate 100] [--max-seconds 1800] [--min-isr N]
+        send llm_usage events until S exists (or max-seconds), flush, write the ledger to F,
+        with the longest time a partition was under min ISR meanwhile
     count --ledger F
         read llm_usage to its end and print the Tally of that ledger as JSON
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,7 +27,59 @@ from ..connection import Connection
 from ..local import failover
 
 
-def produce(ledger_file: Path, stop_file: Path, rate: float, max_seconds: float) -> int:
+class UnderMinIsr:
+    """Samples the topic's in-sync replicas once a second from a thread of its own: how long
+    each partition was under min.insync.replicas (acks=all writes to it fail meanwhile)."""
+
+    def __init__(self, conn: Connection, topic: str, min_isr: int):
+        from confluent_kafka.admin import AdminClient
+
+        self.admin, self.topic, self.min_isr = AdminClient(conn.confluent()), topic, min_isr
+        self.since: dict[int, float] = {}
+        self.longest = 0.0
+        self.samples = self.failed_samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                parts = self.admin.list_topics(self.topic, timeout=5).topics[self.topic].partitions
+            except Exception:  # no metadata at all this second (every broker restarting)
+                self.failed_samples += 1
+                continue
+            now = time.monotonic()
+            self.samples += 1
+            for p, meta in parts.items():
+                if len(meta.isrs) < self.min_isr:
+                    self.since.setdefault(p, now)
+                    self.longest = max(self.longest, now - self.since[p])
+                else:
+                    self.since.pop(p, None)
+
+    def __enter__(self) -> UnderMinIsr:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def produce(ledger_file: Path, stop_file: Path, rate: float, max_seconds: float,
+            min_isr: int = 1) -> int:
+    conn = Connection.from_env()
+    with UnderMinIsr(conn, failover.TOPIC, min_isr) as isr:
+        result = _produce(conn, ledger_file, stop_file, rate, max_seconds)
+    doc = json.loads(ledger_file.read_text())
+    doc["under_min_isr_longest_s"] = round(isr.longest, 1)
+    doc["isr_samples"], doc["isr_samples_failed"] = isr.samples, isr.failed_samples
+    ledger_file.write_text(json.dumps(doc))
+    return result
+
+
+def _produce(conn: Connection, ledger_file: Path, stop_file: Path, rate: float,
+             max_seconds: float) -> int:
     ledger = failover.Ledger()
     errors: list[tuple[float, str]] = []  # what librdkafka reported while retrying
 
@@ -33,7 +87,7 @@ def produce(ledger_file: Path, stop_file: Path, rate: float, max_seconds: float)
         if len(errors) < 200:
             errors.append((time.time(), f"{err.name()}: {err.str()}"))
 
-    producer = EventProducer.connect(Connection.from_env(), stage="load", error_cb=on_error)
+    producer = EventProducer.connect(conn, stage="load", error_cb=on_error)
     teams = [f"team_load_{i}" for i in range(16)]
     start, i = time.monotonic(), 0
     while not stop_file.exists() and time.monotonic() - start < max_seconds:
@@ -60,6 +114,8 @@ def count(ledger_file: Path) -> int:
     found: Counter[str] = failover.ids_in_topic(Connection.from_env(), ledger)
     tally = failover.Tally.of(ledger, found)
     print(json.dumps({**tally.__dict__, "producer_errors": len(doc["errors"]),
+                      "under_min_isr_longest_s": doc.get("under_min_isr_longest_s"),
+                      "isr_samples_failed": doc.get("isr_samples_failed"),
                       "error_samples": sorted({e for _, e in doc["errors"]})[:10],
                       "failed_samples": sorted(set(doc["failed"].values()))[:10],
                       "seconds": doc["seconds"]}))
@@ -74,11 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-file", type=Path, required=True)
     p.add_argument("--rate", type=float, default=100.0)
     p.add_argument("--max-seconds", type=float, default=1800.0)
+    p.add_argument("--min-isr", type=int, default=1, help="the topic's min.insync.replicas")
     c = sub.add_parser("count")
     c.add_argument("--ledger", type=Path, required=True)
     a = ap.parse_args(argv)
     if a.cmd == "produce":
-        return produce(a.ledger, a.stop_file, a.rate, a.max_seconds)
+        return produce(a.ledger, a.stop_file, a.rate, a.max_seconds, a.min_isr)
     return count(a.ledger)
 
 

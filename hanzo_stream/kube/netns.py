@@ -40,6 +40,7 @@ class Addresses:
     cluster_domain: str = "cluster.local"
     api_port: int = 6443
     host_api_port: int = 16443  # 127.0.0.1 on the host, forwarded to node_ip:api_port
+    s3_port: int = 9000  # the node's S3-compatible object store, on node_ip (node.py)
 
     @property
     def path(self) -> Path:

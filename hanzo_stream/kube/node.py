@@ -19,6 +19,14 @@ and mounts stay as they were:
 Volumes: a StorageClass `hanzo-local` (the default) whose PersistentVolumes are directories
 under the node's home, provisioned and grown in place by storage.py.
 
+Object storage: an S3-compatible store on the node address (`object_store()`, port
+`Addresses.s3_port`), as a cloud offers one beside its clusters: s3proxy with its filesystem
+backend (hanzo_stream/local/object_store.py, the local platform's store), data under the
+node's home, its key pair generated once into a 0600 file there and handed to s3proxy on its
+standard input. Pods reach it as they reach CoreDNS; the host reaches it from inside the
+namespace (`netns.entered`). Buckets are made by whoever uses them (`ensure_buckets`), as
+with a cloud's store: the deployer makes the ones its stack settings name.
+
 `down` stops everything it started, unmounts what the node mounted, removes the pods'
 cgroups and the namespace; `down --purge` also deletes the node's data.
 """
@@ -33,10 +41,11 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..jobs.s3 import S3Access
 from ..local.paths import state_dir
 from ..monitoring.daemon import Daemon
 from . import build, netns, pki
@@ -45,8 +54,8 @@ from .netns import Addresses
 # The tunables kubelet sets at start (pkg/kubelet/cm setupKernelTunables); shadowed, not set.
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
                    "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
-RUN = Path("/run/hanzo-kube")  # containerd's socket: a short path (sun_path has 108 bytes)
 STORAGE_CLASS = "hanzo-local"
+OBJECT_STORE = "object-store"  # the daemon's name (hanzo_stream.local.object_store.NAME)
 
 IDENTITIES = {
     "admin": pki.Identity("admin", "kubernetes-admin", ("system:masters",)),
@@ -84,8 +93,19 @@ class Node:
         return self.home / "volumes"
 
     @property
+    def run_dir(self) -> Path:
+        """containerd's socket: a short path (sun_path has 108 bytes), one per node."""
+        return Path("/run") / self.addr.netns
+
+    @property
     def containerd_sock(self) -> Path:
-        return RUN / "containerd.sock"
+        return self.run_dir / "containerd.sock"
+
+    @property
+    def cgroup_root(self) -> str:
+        """kubelet's cgroupRoot: each node keeps its pods' cgroups under one of its own, so
+        two nodes (a developer's and a test session's) never touch each other's pods."""
+        return "/" + self.addr.netns
 
     @property
     def kubeconfig(self) -> Path:
@@ -97,12 +117,50 @@ class Node:
         """The admin's kubeconfig inside the namespace: the API server at the node address."""
         return self.pki / "admin.kubeconfig"
 
+    @property
+    def object_store_home(self) -> Path:
+        return self.home / OBJECT_STORE
+
+    @property
+    def s3_endpoint(self) -> str:
+        """The object store's URL: pods and the node's own clients reach it there."""
+        return f"http://{self.addr.node_ip}:{self.addr.s3_port}"
+
+    def _store_credentials(self):
+        """The store's key pair: generated on first use, kept 0600 under the node's home."""
+        from ..local import credentials
+
+        return credentials.load_or_create(self.object_store_home / "credentials.json", [])
+
+    def object_store(self) -> S3Access:
+        """The object store's endpoint and key pair (S3Access never prints the secret key)."""
+        from ..local.credentials import S3_ACCESS_KEY, S3_SECRET_KEY
+
+        creds = self._store_credentials()
+        return S3Access(self.s3_endpoint, creds.service(S3_ACCESS_KEY),
+                        creds.service(S3_SECRET_KEY))
+
+    def ensure_buckets(self, names: Iterable[str]) -> list[str]:
+        """Create the buckets the store does not have yet; returns those it created."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return []
+        with netns.entered(self.addr):
+            client = self.object_store().client()
+            have = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+            made = [b for b in wanted if b not in have]
+            for b in made:
+                client.create_bucket(Bucket=b)
+        return made
+
     def binary(self, name: str) -> str:
         if self.bin is None:
             self.bin = build.bin_dir()
         return str(self.bin / name)
 
     def daemon(self, name: str) -> Daemon:
+        if name == OBJECT_STORE:  # object_store.start keeps its state in a home of its own
+            return Daemon.load(self.object_store_home, name)
         return Daemon.load(self.home, name)
 
     @property
@@ -137,7 +195,7 @@ class Node:
                  ("kube-scheduler", self._scheduler), ("containerd", self._containerd),
                  ("images", self._images), ("kubelet", self._kubelet),
                  ("kube-proxy", self._kube_proxy), ("coredns", self._coredns),
-                 ("storage", self._storage)]
+                 ("storage", self._storage), (OBJECT_STORE, self._object_store)]
         for name, step in steps:
             t = time.monotonic()
             if name != "images" and self.daemon(name).alive():
@@ -287,7 +345,7 @@ class Node:
                  "ipam": {"type": "host-local", "ranges": [[{"subnet": self.addr.pod_cidr}]],
                           "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(cni / "ipam")}},
                 {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=1))
-        RUN.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         config = base / "config.toml"
         base.mkdir(parents=True, exist_ok=True)
         config.write_text(f"""version = 2
@@ -334,10 +392,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 f.write_text(Path("/proc/sys", s).read_text())
             binds.append(f"mount --bind {f} /proc/sys/{s}")
         (self.home / "resolv.conf").write_text(f"nameserver {a.node_ip}\n")
+        _make_cgroup_root(self.cgroup_root)
         config = k / "config.yaml"
         config.write_text(json.dumps({
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
+            "cgroupRoot": self.cgroup_root,
             "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(p / "ca.crt")}},
@@ -418,9 +478,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self._wait(lambda: self.kubectl("get", "storageclass", STORAGE_CLASS, check=False)
                    .returncode == 0, timeout, "the local StorageClass", d)
 
+    def _object_store(self, timeout: float) -> None:
+        """s3proxy on the node address: started from a thread inside the namespace, so the
+        process is born there and the readiness check (an authenticated S3 request) runs
+        where pods would make it."""
+        from ..local import object_store
+
+        with netns.entered(self.addr):
+            object_store.start(self.object_store_home, self._store_credentials(),
+                               port=self.addr.s3_port, host=self.addr.node_ip, timeout=timeout)
+
     # -- status and down -------------------------------------------------------------
     NAMES = ("etcd", "kube-apiserver", "api-forwarder", "kube-controller-manager",
-             "kube-scheduler", "containerd", "kubelet", "kube-proxy", "coredns", "storage")
+             "kube-scheduler", "containerd", "kubelet", "kube-proxy", "coredns", "storage",
+             OBJECT_STORE)
 
     def status(self) -> dict:
         return {"netns": netns.exists(self.addr), "kubeconfig": str(self.kubeconfig),
@@ -431,7 +502,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def down(self, purge: bool = False, log: Callable[[str], None] = print) -> None:
         """Stop everything, then undo every mount, cgroup and namespace the node made."""
-        for n in ("storage", "coredns", "kube-proxy", "kubelet"):
+        for n in (OBJECT_STORE, "storage", "coredns", "kube-proxy", "kubelet"):
             self.daemon(n).stop(timeout=20)
         self._kill_containers()
         for n in ("containerd", "kube-scheduler", "kube-controller-manager", "api-forwarder",
@@ -439,17 +510,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self.daemon(n).stop(timeout=20)
         _kill_marked(str(self.home))
         _unmount_under(self.home)
-        _unmount_under(RUN)
-        _remove_pod_cgroups()
+        _unmount_under(self.run_dir)
+        _remove_cgroups(self.cgroup_root)
         netns.delete(self.addr)
-        shutil.rmtree(RUN, ignore_errors=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
         if purge:
             shutil.rmtree(self.home, ignore_errors=True)
         log("    local kube: stopped" + (" and purged" if purge else ""))
 
     def _kill_containers(self) -> None:
         """Every container's processes (kubelet is gone, nothing restarts them), then the shims."""
-        for procs in Path("/sys/fs/cgroup").glob("*/kubepods*/**/cgroup.procs"):
+        for procs in Path("/sys/fs/cgroup").glob(f"*{self.cgroup_root}/**/cgroup.procs"):
             with contextlib.suppress(OSError):
                 for pid in procs.read_text().split():
                     with contextlib.suppress(ProcessLookupError):
@@ -499,12 +570,29 @@ def _kill_marked(marker: str) -> None:
                 os.kill(int(p.name), signal.SIGKILL)
 
 
-def _remove_pod_cgroups() -> None:
-    """kubelet's cgroups (kubepods, kubepods/burstable, ...), deepest first."""
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        for top in hierarchy.glob("kubepods*"):
-            dirs = sorted((d for d in [top, *top.rglob("*")] if d.is_dir()),
-                          key=lambda d: len(d.parts), reverse=True)
-            for d in dirs:
-                with contextlib.suppress(OSError):
-                    d.rmdir()
+def _hierarchies() -> list[Path]:
+    return [h for h in Path("/sys/fs/cgroup").iterdir() if (h / "cgroup.procs").exists()]
+
+
+def _make_cgroup_root(root: str) -> None:
+    """kubelet refuses a cgroupRoot that does not exist: make it in every hierarchy. cgroup v1's
+    cpuset needs its cpus and mems before a child can hold a task: copy the parent's."""
+    for h in _hierarchies():
+        d = h / root.lstrip("/")
+        d.mkdir(exist_ok=True)
+        for f in ("cpuset.cpus", "cpuset.mems"):
+            if (d / f).exists() and not (d / f).read_text().strip():
+                (d / f).write_text((h / f).read_text())
+
+
+def _remove_cgroups(root: str) -> None:
+    """The node's cgroup root and everything kubelet made under it, deepest first."""
+    for h in _hierarchies():
+        top = h / root.lstrip("/")
+        if not top.is_dir():
+            continue
+        dirs = sorted((d for d in [top, *top.rglob("*")] if d.is_dir()),
+                      key=lambda d: len(d.parts), reverse=True)
+        for d in dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()

@@ -52,13 +52,17 @@ def properties(endpoint: str, data: Path, creds: Credentials) -> bytes:
 
 
 def start(home: Path, creds: Credentials, buckets: Iterable[str] = (), port: int | None = None,
-          timeout: float = 120.0) -> str:
-    """Start the store (or find it running), create `buckets` if missing; returns its URL."""
+          timeout: float = 120.0, host: str = "127.0.0.1") -> str:
+    """Start the store (or find it running), create `buckets` if missing; returns its URL.
+
+    host: the address it listens on (the local Kubernetes node serves its pods on the node
+    address, started from a thread inside the node's network namespace: hanzo_stream/kube/node.py).
+    """
     d = Daemon.load(home, NAME)
     if not (d.alive() and d.url):
         jar = jars.s3proxy_jar()
         port = port or d.port or free_ports(1)[0]
-        d.port, d.url = port, f"http://127.0.0.1:{port}"
+        d.port, d.url = port, f"http://{host}:{port}"
         data = home / "data"
         data.mkdir(parents=True, exist_ok=True)
         d.spawn([_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",

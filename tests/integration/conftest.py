@@ -149,6 +149,9 @@ def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
     return kafka_cluster
 
 
+TEST_NODE = "hanzo-kube-test"  # the test session's node (its netns and cgroup root)
+
+
 @pytest.fixture(scope="session")
 def kube_node(tmp_path_factory) -> Iterator:
     """The real single-node Kubernetes (hanzo_stream/kube/node.py), up for the session and
@@ -162,15 +165,25 @@ def kube_node(tmp_path_factory) -> Iterator:
         node.up()
         yield node
         return
-    node = Node(home=tmp_path_factory.mktemp("kube"))
-    if netns.exists(node.addr):
-        pytest.fail(f"a local Kubernetes node already runs ({node.addr.path}): stop it with "
-                    "`hanzo-stream local kube down`, or set HANZO_STREAM_KUBE_REUSE=1 to test on it")
+    # A namespace and cgroup root of the session's own: a developer's node (`hanzo-stream
+    # local kube up`, netns hanzo-kube) may run beside it and is never touched.
+    from hanzo_stream.local.kafka import free_ports
+
+    addr = netns.Addresses(netns=TEST_NODE, host_api_port=free_ports(1)[0])
+    node = Node(home=tmp_path_factory.mktemp("kube"), addr=addr)
+    owner = Path("/run") / f"{TEST_NODE}.owner.json"
+    if netns.exists(addr):  # a test session's node: running, or left by a killed session
+        prev = json.loads(owner.read_text()) if owner.exists() else {}
+        if prev.get("pid") and Path(f"/proc/{prev['pid']}").exists():
+            pytest.fail(f"another test session (pid {prev['pid']}) has the test node {addr.path}")
+        Node(home=Path(prev.get("home", node.home)), addr=addr).down(purge=True, log=lambda s: None)
+    owner.write_text(json.dumps({"pid": os.getpid(), "home": str(node.home)}))
     try:
         node.up()
         yield node
     finally:
         node.down(purge=True)
+        owner.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -46,9 +46,10 @@ class Stack:
     def namespace(self) -> str:
         return self.outputs["namespace"]
 
-    def up(self, **changes: Any) -> Any:
+    def up(self, replace: list[str] | None = None, **changes: Any) -> Any:
         self.settings |= changes
-        result = self.deployer.up(self.name, self.env, self.settings, on_output=_log)
+        result = self.deployer.up(self.name, self.env, self.settings, on_output=_log,
+                                  replace=replace)
         self.refresh_outputs(result.outputs)
         return result
 
@@ -100,7 +101,7 @@ def in_node(node: Node, argv: list[str], env: dict[str, str] | None = None, time
 
 @contextmanager
 def load(stack: Stack, tag: str, rate: float = 100, principal: str = "llm-gateway",
-         max_seconds: float = 1500) -> Iterator[dict]:
+         max_seconds: float = 1500, min_isr: int = 1) -> Iterator[dict]:
     """acks=all producers running for the block; afterwards `result` holds the Tally of every
     event they sent (read back as billing-aggregator, which may read llm_usage)."""
     ledger, stop = stack.work / f"ledger-{tag}.json", stack.work / f"stop-{tag}"
@@ -110,7 +111,7 @@ def load(stack: Stack, tag: str, rate: float = 100, principal: str = "llm-gatewa
         proc = subprocess.Popen(
             [*netns.exec_in(stack.node.addr), sys.executable, "-m", "hanzo_stream.kube.load",
              "produce", "--ledger", str(ledger), "--stop-file", str(stop), "--rate", str(rate),
-             "--max-seconds", str(max_seconds)],
+             "--max-seconds", str(max_seconds), "--min-isr", str(min_isr)],
             cwd=ROOT, env=stack.client_env(principal), stdout=log, stderr=subprocess.STDOUT)
         try:
             time.sleep(5)  # producers up and acknowledged before the change starts

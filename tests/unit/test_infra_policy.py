@@ -29,7 +29,7 @@ def rules(violations: list[policy.Violation]) -> set[str]:
 
 def test_rendered_stacks_pass_with_every_generated_secret_searched(rendered):
     secrets = rendered["generated_secrets"]
-    assert len(secrets) >= 14  # 11 passwords, the cluster id, two private keys
+    assert len(secrets) >= 13  # 11 passwords, two private keys (the cluster id is not a secret)
     env = "prod" if rendered["stack"] == "prod" else "dev"
     assert policy.check(manifests(rendered), env, secret_values=secrets) == []
 
@@ -44,8 +44,7 @@ def test_secrets_appear_only_inside_secret_objects(rendered):
         if holders:
             delivered.add(value)
     outs = rendered["outputs"]
-    must = {outs["adminPassword"]["value"], outs["clusterId"]["value"],
-            *outs["principalPasswords"]["value"].values()}
+    must = {outs["adminPassword"]["value"], *outs["principalPasswords"]["value"].values()}
     assert must <= delivered  # the CA key, by contrast, never leaves Pulumi state
 
 

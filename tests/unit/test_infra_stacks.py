@@ -189,6 +189,17 @@ def test_pdb_probes_resources_and_security(stack, out):
         assert not anti
 
 
+def test_a_one_node_cluster_can_hold_three_brokers_when_anti_affinity_is_preferred():
+    """The local prod stack's three brokers share one node; the required rule would leave two
+    Pending forever (seen on the real node)."""
+    pod = obj(render("prod", (("brokerAntiAffinity", "preferred"),)),
+              "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti
+    (pref,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert pref["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
 def test_volumes_keep_data(stack, out):
     sts = obj(out, "StatefulSet", "kafka")
     (claim,) = sts["spec"]["volumeClaimTemplates"]
