@@ -19,3 +19,10 @@ def root() -> Path:
 @pytest.fixture(scope="session")
 def registry() -> Registry:
     return load_registry(ROOT / "topics.yaml")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The real Kubernetes tests last: on a cold CI machine their builds run beside the rest
+    of the suite (.ci/install-kube.sh), and the rest needs none of them."""
+    items.sort(key=lambda item: item.path.name.startswith("test_kube_") and
+               item.path.parent.name == "integration")

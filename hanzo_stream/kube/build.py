@@ -26,6 +26,7 @@ module and build caches (~/go, ~/.cache/go-build) make a rebuild minutes.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -187,9 +188,17 @@ def build(m: Module, log=print) -> Path:
 
 
 def bin_dir() -> Path:
-    """One directory with every binary (links into the per-module builds): what goes on PATH."""
+    """One directory with every binary (links into the per-module builds): what goes on PATH.
+    One builder at a time: a second caller (the tests, while CI's background build of
+    .ci/install-kube.sh runs) waits for the first and then finds everything built."""
     d = cache_dir() / "kube" / "bin" / "current"
     d.mkdir(parents=True, exist_ok=True)
+    with open(d.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _link_all(d)
+
+
+def _link_all(d: Path) -> Path:
     for m in ALL:
         src = build(m)
         for f in src.iterdir():

@@ -95,10 +95,13 @@ def is_secret(v: Any) -> bool:
     return getattr(v, "secret", False) is True
 
 
-def image_settings() -> dict[str, str]:
-    """The stack settings that point at the images built here (images.py)."""
+def image_settings(node: Node) -> dict[str, str]:
+    """The stack settings that point at this checkout's images (images.py), built and in the
+    node's containerd first: with no registry, a checkout changed since `kube up` would
+    otherwise name an image no node has (ImagePullBackOff, seen on the real node)."""
     from . import images
 
+    images.import_images(node.ctr()[:3])
     refs = images.refs()
     return {"image": refs["kafka"], "reconcilerImage": refs["hanzo-stream"],
             "sparkImage": refs["hanzo-stream"]}
@@ -179,7 +182,7 @@ class Deployer:
             secrets_provider="passphrase",
             project_settings=auto.ProjectSettings(name=PROJECT, runtime="python"))
         st = auto.create_or_select_stack(name, project_name=PROJECT, program=program, opts=opts)
-        values = {**base_config(env, self.root), **LOCAL[env], **image_settings(),
+        values = {**base_config(env, self.root), **LOCAL[env], **image_settings(self.node),
                   **store_settings(self.node.object_store()), **dict(settings)}
         self.node.ensure_buckets(buckets(values, self.root))
         st.set_all_config({f"{PROJECT}:{k}": auto.ConfigValue(_as_config(v))

@@ -149,7 +149,7 @@ def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
     return kafka_cluster
 
 
-TEST_NODE = "hanzo-kube-test"  # the test session's node (its netns and cgroup root)
+TEST_NODE = "hanzo-kt"  # + pid: a test session's node (its netns and cgroup root)
 
 
 @pytest.fixture(scope="session")
@@ -165,19 +165,22 @@ def kube_node(tmp_path_factory) -> Iterator:
         node.up()
         yield node
         return
-    # A namespace and cgroup root of the session's own: a developer's node (`hanzo-stream
-    # local kube up`, netns hanzo-kube) may run beside it and is never touched.
+    # A namespace and cgroup root of the session's own (hanzo-kt<pid>): a developer's node
+    # (`hanzo-stream local kube up`, netns hanzo-kube) and other test sessions (two CI runs
+    # side by side) may run beside it and are never touched. Nodes of sessions that died
+    # without tearing theirs down are stopped first.
     from hanzo_stream.local.kafka import free_ports
 
-    addr = netns.Addresses(netns=TEST_NODE, host_api_port=free_ports(1)[0])
+    for stale in Path("/run").glob(f"{TEST_NODE}*.owner.json"):
+        prev = json.loads(stale.read_text())
+        if not Path(f"/proc/{prev['pid']}").exists():
+            Node(home=Path(prev["home"]), addr=netns.Addresses(netns=prev["netns"])).down(
+                purge=True, log=lambda s: None)
+            stale.unlink(missing_ok=True)
+    addr = netns.Addresses(netns=f"{TEST_NODE}{os.getpid()}", host_api_port=free_ports(1)[0])
     node = Node(home=tmp_path_factory.mktemp("kube"), addr=addr)
-    owner = Path("/run") / f"{TEST_NODE}.owner.json"
-    if netns.exists(addr):  # a test session's node: running, or left by a killed session
-        prev = json.loads(owner.read_text()) if owner.exists() else {}
-        if prev.get("pid") and Path(f"/proc/{prev['pid']}").exists():
-            pytest.fail(f"another test session (pid {prev['pid']}) has the test node {addr.path}")
-        Node(home=Path(prev.get("home", node.home)), addr=addr).down(purge=True, log=lambda s: None)
-    owner.write_text(json.dumps({"pid": os.getpid(), "home": str(node.home)}))
+    owner = Path("/run") / f"{addr.netns}.owner.json"
+    owner.write_text(json.dumps({"pid": os.getpid(), "home": str(node.home), "netns": addr.netns}))
     try:
         node.up()
         yield node
