@@ -52,11 +52,16 @@ STANDARD_SETTINGS: dict[str, Any] = {
 }
 
 
+# confluent-kafka's Python callbacks keep their names (every other override is a librdkafka
+# property, written with underscores for dots: linger_ms=5).
+CALLBACKS = frozenset({"error_cb", "stats_cb", "throttle_cb", "oauth_cb", "logger", "on_delivery"})
+
+
 def producer_config(conn: Connection, client_id: str | None = None, **overrides: Any) -> dict[str, Any]:
     cfg = conn.confluent() | STANDARD_SETTINGS
     if client_id:
         cfg["client.id"] = client_id
-    return cfg | {k.replace("_", "."): v for k, v in overrides.items()}
+    return cfg | {k if k in CALLBACKS else k.replace("_", "."): v for k, v in overrides.items()}
 
 
 def make_producer(conn: Connection | None = None, client_id: str | None = None, **overrides: Any):

@@ -53,6 +53,7 @@ LOCAL: dict[str, dict[str, Any]] = {
             "alertmanager": False, "schemaRegistry": False,
             "cpuRequest": "100m", "memoryRequest": "768Mi", "cpuLimit": "2000m",
             "memoryLimit": "1536Mi", "heapOpts": "-Xms512m -Xmx512m", "storageSize": "2Gi",
+            "brokerAntiAffinity": "preferred",  # grown to three brokers on the one node
             **SPARK_LOCAL, **STORE_LOCAL},
     "prod": {"protect": False, "prometheusOperator": False, "grafanaDashboards": False,
              "brokerAntiAffinity": "preferred",  # three brokers on the one node

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +115,9 @@ def load(stack: Stack, tag: str, rate: float = 100, principal: str = "llm-gatewa
             cwd=ROOT, env=stack.client_env(principal), stdout=log, stderr=subprocess.STDOUT)
         try:
             time.sleep(5)  # producers up and acknowledged before the change starts
+            if proc.poll() is not None:
+                raise AssertionError(f"the load producer exited {proc.returncode}: "
+                                     f"{(stack.work / f'load-{tag}.log').read_text()[-3000:]}")
             yield result
         finally:
             stop.touch()
@@ -146,3 +149,43 @@ def record(change: str, **facts: Any) -> None:
     doc[change] = facts
     REPORT.write_text(json.dumps(doc, indent=1, sort_keys=True))
     print(f"\n{change}: {json.dumps(facts, sort_keys=True)}")
+
+
+def brokers_ready(stack: Stack, n: int) -> bool:
+    """All n brokers ready on the StatefulSet's current revision (a roll has finished)."""
+    sts = stack.json("statefulset", "kafka")["status"]
+    return sts.get("readyReplicas") == n and sts.get("updatedReplicas") == n \
+        and sts.get("currentRevision") == sts.get("updateRevision")
+
+
+def checkout_with(tmp: Path, edit: Callable[[dict], None]) -> Path:
+    """A checkout whose topics.yaml is this one's edited (a service team's pull request); the
+    rest links to this checkout. Point a Deployer at it (deployer.root) to deploy it."""
+    import yaml
+
+    root = tmp / "checkout"
+    root.mkdir()
+    for d in ("consumers", "monitoring", "schemas", "spark"):
+        (root / d).symlink_to(ROOT / d)
+    doc = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    edit(doc)
+    (root / "topics.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return root
+
+
+ADMIN_PROPERTIES = "/opt/hanzo/run/admin.properties"
+
+
+def admin_properties(stack: Stack, pod: str = "kafka-0") -> str:
+    """docs/runbooks/scaling-1-to-3.md's admin client config, written as the runbook does: the
+    JAAS line from the Secret through stdin into the pod's memory-backed run directory."""
+    import base64
+
+    jaas = stack.kubectl("get", "secret", "kafka-admin", "-o",
+                         "jsonpath={.data.sasl\\.jaas\\.config}").stdout
+    stack.kubectl("exec", "-i", pod, "-c", "kafka", "--", "sh", "-c",
+                  "umask 077; { echo security.protocol=SASL_SSL; echo sasl.mechanism=PLAIN; "
+                  "echo ssl.truststore.type=PEM; echo ssl.truststore.location=/etc/kafka/tls/ca.crt; "
+                  f'printf "sasl.jaas.config=%s\\n" "$(cat)"; }} > {ADMIN_PROPERTIES}',
+                  input=base64.b64decode(jaas).decode())
+    return ADMIN_PROPERTIES

@@ -16,7 +16,7 @@ import pytest
 from hanzo_stream.kube import netns
 
 from .conftest import wait_for
-from .kube import in_node
+from .kube import admin_properties, in_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -111,23 +111,15 @@ def test_a_principal_is_denied_what_the_registry_does_not_grant(dev):
 def test_the_runbooks_kubectl_exec_commands_work_in_the_broker_pod(dev):
     """docs/runbooks/scaling-1-to-3.md: an admin client config from the Secret into the pod's
     run directory, then the Kafka tools through the client Service."""
-    jaas = dev.kubectl("get", "secret", "kafka-admin", "-o",
-                       "jsonpath={.data.sasl\\.jaas\\.config}").stdout
-    import base64
-
-    dev.kubectl("exec", "-i", "kafka-0", "-c", "kafka", "--", "sh", "-c",
-                "umask 077; { echo security.protocol=SASL_SSL; echo sasl.mechanism=PLAIN; "
-                "echo ssl.truststore.type=PEM; echo ssl.truststore.location=/etc/kafka/tls/ca.crt; "
-                'printf "sasl.jaas.config=%s\\n" "$(cat)"; } > /opt/hanzo/run/admin.properties',
-                input=base64.b64decode(jaas).decode())
+    conf = admin_properties(dev)
     b = f"kafka.{dev.namespace}.svc.cluster.local:9093"
     listed = dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", "/opt/kafka/bin/kafka-topics.sh",
-                         "--bootstrap-server", b, "--command-config", "/opt/hanzo/run/admin.properties",
+                         "--bootstrap-server", b, "--command-config", conf,
                          "--list")
     assert {"llm_usage", "audit_log", "dead_letter"} <= set(listed.stdout.split())
     quorum = dev.kubectl("exec", "kafka-0", "-c", "kafka", "--",
                          "/opt/kafka/bin/kafka-metadata-quorum.sh", "--bootstrap-server", b,
-                         "--command-config", "/opt/hanzo/run/admin.properties", "describe", "--status")
+                         "--command-config", conf, "describe", "--status")
     assert "LeaderId:" in quorum.stdout
 
 

@@ -14,12 +14,11 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
 from hanzo_stream.kube.deploy import Deployer
 
 from .conftest import wait_for
-from .kube import ROOT, Stack, load, record, restarts
+from .kube import ROOT, Stack, brokers_ready, checkout_with, load, record, restarts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -39,12 +38,6 @@ def prod(kube_node, tmp_path_factory):
     stack.deployer.destroy(stack.name, stack.env)
 
 
-def brokers_ready(stack: Stack, n: int = 3) -> bool:
-    sts = stack.json("statefulset", "kafka")["status"]
-    return sts.get("readyReplicas") == n and sts.get("updatedReplicas") == n \
-        and sts.get("currentRevision") == sts.get("updateRevision")
-
-
 def change(stack: Stack, what: str, replace: list[str] | None = None, **settings) -> dict:
     """Plan, then apply `settings` under load; record and return what it cost."""
     plan = stack.preview(**settings) if not replace else None
@@ -53,7 +46,7 @@ def change(stack: Stack, what: str, replace: list[str] | None = None, **settings
     with load(stack, what.replace(" ", "-"), min_isr=2) as result:
         stack.up(replace=replace, **settings)
         took = time.monotonic() - t
-        wait_for(lambda: brokers_ready(stack), 600, "every broker ready on the new revision")
+        wait_for(lambda: brokers_ready(stack, 3), 600, "every broker ready on the new revision")
         time.sleep(5)  # producers acknowledged after the last broker came back
     facts = {
         "planned": ({s["name"]: s["op"] for s in plan.steps} if plan
@@ -81,13 +74,8 @@ def test_a_broker_config_override(prod):
 
 
 def test_a_new_principal(prod, tmp_path):
-    root = tmp_path / "checkout"
-    root.mkdir()
-    for d in ("consumers", "monitoring", "schemas", "spark"):
-        (root / d).symlink_to(ROOT / d)
-    doc = yaml.safe_load((ROOT / "topics.yaml").read_text())
-    doc["principals"].append({"name": "reporting", "description": "Reporting reads billing."})
-    (root / "topics.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    root = checkout_with(tmp_path, lambda doc: doc["principals"].append(
+        {"name": "reporting", "description": "Reporting reads billing."}))
     prod.deployer.root = root
     try:
         change(prod, "new principal")

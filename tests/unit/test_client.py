@@ -435,6 +435,20 @@ def test_producer_uses_the_standard_settings():
     assert cfg["security.protocol"] == "SASL_SSL" and cfg["sasl.username"] == "u"
 
 
+def test_producer_overrides_keep_callbacks_and_dot_properties():
+    """linger_ms is librdkafka's linger.ms; error_cb stays the Python callback confluent-kafka
+    takes (as "error.cb" librdkafka refused it: the rolls test's producer died on it)."""
+    from confluent_kafka import Producer
+
+    def on_error(err):
+        return None
+
+    cfg = producer_config(Connection("127.0.0.1:1", security_protocol="PLAINTEXT"), linger_ms=7,
+                          error_cb=on_error)
+    assert cfg["linger.ms"] == 7 and cfg["error_cb"] is on_error and "error.cb" not in cfg
+    Producer(cfg).flush(0)  # librdkafka accepts every key
+
+
 def test_producer_connection_comes_from_the_environment(monkeypatch):
     from hanzo_stream.client.producer import make_producer
 
