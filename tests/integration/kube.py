@@ -23,6 +23,8 @@ from hanzo_stream.kube import netns
 from hanzo_stream.kube.deploy import Deployer, Plan
 from hanzo_stream.kube.node import Node
 
+from .conftest import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = Path(os.environ.get("HANZO_STREAM_KUBE_REPORT", ROOT / ".hanzo-stream" / "kube-report.json"))
 
@@ -151,11 +153,13 @@ def record(change: str, **facts: Any) -> None:
     print(f"\n{change}: {json.dumps(facts, sort_keys=True)}")
 
 
-def brokers_ready(stack: Stack, n: int) -> bool:
-    """All n brokers ready on the StatefulSet's current revision (a roll has finished)."""
-    sts = stack.json("statefulset", "kafka")["status"]
-    return sts.get("readyReplicas") == n and sts.get("updatedReplicas") == n \
-        and sts.get("currentRevision") == sts.get("updateRevision")
+def brokers_ready(stack: Stack, n: int | None = None) -> bool:
+    """All brokers (n, or the StatefulSet's replicas) ready on its current revision: a roll
+    has finished."""
+    sts = stack.json("statefulset", "kafka")
+    st, n = sts["status"], n or sts["spec"]["replicas"]
+    return st.get("readyReplicas") == n and st.get("updatedReplicas") == n \
+        and st.get("currentRevision") == st.get("updateRevision")
 
 
 def checkout_with(tmp: Path, edit: Callable[[dict], None]) -> Path:
@@ -189,3 +193,35 @@ def admin_properties(stack: Stack, pod: str = "kafka-0") -> str:
                   f'printf "sasl.jaas.config=%s\\n" "$(cat)"; }} > {ADMIN_PROPERTIES}',
                   input=base64.b64decode(jaas).decode())
     return ADMIN_PROPERTIES
+
+
+def change(stack: Stack, what: str, min_isr: int = 2, replace: list[str] | None = None,
+           **settings: Any) -> dict:
+    """A user's change under acks=all load: preview, `pulumi up`, wait until every broker is
+    ready on the new revision; record and return what it cost. Nothing acknowledged may be
+    lost and every send must be answered (asserted here, for every caller)."""
+    plan = stack.preview(**settings) if not replace else None
+    before = stack.pods()
+    t = time.monotonic()
+    with load(stack, what.replace(" ", "-"), min_isr=min_isr) as result:
+        stack.up(replace=replace, **settings)
+        took = time.monotonic() - t
+        wait_for(lambda: brokers_ready(stack), 900, "every broker ready on the new revision")
+        time.sleep(5)  # producers acknowledged after the last broker came back
+    after = stack.pods()
+    facts = {
+        "planned": ({s["name"]: s["op"] for s in plan.steps} if plan
+                    else {r: "replace" for r in replace or ()}),
+        "statefulset": (plan.ops("StatefulSet").get("statefulset-kafka", "same") if plan else "n/a"),
+        "seconds": round(time.monotonic() - t), "up_seconds": round(took),
+        "broker_restarts": restarts(before, {k: after[k] for k in before if k in after}),
+        "brokers_added": sorted(set(after) - set(before)),
+        **{k: result[k] for k in ("sent", "acked", "failed", "acked_lost", "unreported",
+                                  "duplicated", "producer_errors", "under_min_isr_longest_s")},
+        "error_samples": result["error_samples"][:3], "failed_samples": result["failed_samples"][:3],
+    }
+    record(what, **facts)
+    assert result["acked"] > 0
+    assert result["acked_lost"] == 0 and result["unreported"] == 0, facts
+    assert facts["statefulset"] != "replace", facts
+    return facts

@@ -1,9 +1,12 @@
-"""The dev stack grown from one broker to three under acks=all load, by
-docs/runbooks/scaling-1-to-3.md's steps on the real cluster, then `pulumi destroy` and
-`pulumi up` again: the retained volumes carry every acknowledged event across.
+"""Day-one changes on the real cluster, each under acks=all load with every acknowledged event
+counted afterwards (tests/integration/kube.py `change`): the dev stack grown from one broker to
+three by docs/runbooks/scaling-1-to-3.md's steps, then a service team's new principal and a
+larger `storageSize` on the grown stack, then `pulumi destroy` and `pulumi up` again on the
+retained volumes.
 
-Runs on the session's dev stack after test_kube_1_dev and _2_spark (it leaves it with three
-brokers, which the fixture destroys at the end of the session).
+Runs on the session's dev stack after test_kube_1_dev and _2_spark, in this order (it leaves
+it with three brokers; the fixture destroys it at the end of the session). What each change
+cost (plan, restarts, time under min ISR, producer errors) goes to the report file.
 """
 
 from __future__ import annotations
@@ -15,21 +18,22 @@ import time
 import pytest
 
 from .conftest import wait_for
-from .kube import admin_properties, brokers_ready, checkout_with, in_node, load, record, restarts
+from .kube import admin_properties, brokers_ready, change, checkout_with, in_node, record
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2700)]
 
 BIN = "/opt/kafka/bin"
+GROWTH_LEDGER = "ledger-brokers-1-to-3.json"  # load() names ledgers after the change
 
 
-def kafka_tool(dev, tool: str, *args: str, container: str = "kafka") -> str:
+def kafka_tool(dev, tool: str, *args: str) -> str:
     conf = admin_properties(dev)
     b = f"kafka.{dev.namespace}.svc.cluster.local:9093"
-    return dev.kubectl("exec", "kafka-0", "-c", container, "--", f"{BIN}/{tool}",
+    return dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", f"{BIN}/{tool}",
                        "--bootstrap-server", b, "--command-config", conf, *args).stdout
 
 
-def replicas(dev, topic: str) -> tuple[int, str]:
+def replication(dev, topic: str) -> tuple[int, str]:
     """(replication factor, min.insync.replicas) of a topic, as the brokers report them."""
     described = kafka_tool(dev, "kafka-topics.sh", "--describe", "--topic", topic)
     rf = int(described.split("ReplicationFactor:")[1].split()[0])
@@ -39,9 +43,14 @@ def replicas(dev, topic: str) -> tuple[int, str]:
     return rf, isr.split("min.insync.replicas=")[1].split()[0]
 
 
+def data_volumes(dev) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["spec"]["volumeName"]
+            for p in dev.json("pvc")["items"] if p["metadata"]["name"].startswith("data-")}
+
+
 @pytest.fixture(scope="module")
 def dev(kube_dev, tmp_path_factory):
-    """Step 1 of the runbook: the registry manages replication (`profile: cluster`)."""
+    """The runbook's step 1: the registry manages replication (`profile: cluster`)."""
     root = checkout_with(tmp_path_factory.mktemp("growth"),
                          lambda doc: doc.__setitem__("replication", {"profile": "cluster"}))
     kube_dev.deployer.root = root
@@ -49,7 +58,7 @@ def dev(kube_dev, tmp_path_factory):
     return kube_dev
 
 
-def test_one_broker_grows_to_three_in_place_and_loses_nothing(dev):
+def test_one_broker_grows_to_three_in_place(dev):
     # Step 1: min ISR 1 pinned on every topic, with the runbook's own loop.
     conf, b = admin_properties(dev), f"kafka.{dev.namespace}.svc.cluster.local:9093"
     dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", "sh", "-c", f"""
@@ -58,39 +67,45 @@ def test_one_broker_grows_to_three_in_place_and_loses_nothing(dev):
           --entity-type topics --entity-name $t --add-config min.insync.replicas=1
       done""")
     assert int(dev.outputs["initialControllers"]) == 1  # step 2: the record says one founder
-    before = dev.pods()
-    t = time.monotonic()
-    with load(dev, "grow-1-to-3", min_isr=1) as result:
-        dev.up(brokers=3, initialControllers=1)  # step 3
-        took = time.monotonic() - t
-        wait_for(lambda: brokers_ready(dev, 3), 900, "three brokers ready")
-        time.sleep(5)
-    after = dev.pods()
-    record("brokers 1 -> 3", up_seconds=round(took),
-           kafka_0_restarts=restarts({"kafka-0": before["kafka-0"]}, {"kafka-0": after["kafka-0"]}),
-           **{k: result[k] for k in ("sent", "acked", "failed", "acked_lost", "unreported",
-                                     "duplicated", "producer_errors")},
-           error_samples=result["error_samples"][:3], failed_samples=result["failed_samples"][:3])
-    assert set(after) == {"kafka-0", "kafka-1", "kafka-2"}
-    assert result["acked"] > 0
-    assert result["acked_lost"] == 0 and result["unreported"] == 0, result
-
-    # Three voters, each with its own directory id (the join-quorum sidecars added two).
+    facts = change(dev, "brokers 1 to 3", min_isr=1, brokers=3, initialControllers=1)  # step 3
+    assert facts["brokers_added"] == ["kafka-1", "kafka-2"]
+    # Three voters (the join-quorum sidecars added two), and the reconciler, run again, raised
+    # the registry's topics and Kafka's own to the cluster profile: RF 3, min ISR 2.
     quorum = kafka_tool(dev, "kafka-metadata-quorum.sh", "describe", "--replication")
     statuses = [ln.split()[-1] for ln in quorum.splitlines()[1:] if ln.split()]
     assert sorted(statuses) == ["Follower", "Follower", "Leader"], quorum
-    # The reconciler ran again and raised the registry's topics and Kafka's own to RF 3,
-    # min ISR 2 (the cluster profile at three brokers).
     for topic in ("llm_usage", "billing_events", "__consumer_offsets"):
-        assert replicas(dev, topic) == (3, "2"), topic
+        assert replication(dev, topic) == (3, "2"), topic
+
+
+def test_a_new_principal(dev, tmp_path):
+    """A service team's pull request adds a principal: its Secret and SCRAM login appear."""
+    root = checkout_with(tmp_path, lambda doc: (
+        doc.__setitem__("replication", {"profile": "cluster"}),
+        doc["principals"].append({"name": "reporting", "description": "Reporting reads billing."})))
+    dev.deployer.root = root
+    change(dev, "new principal")
+    assert "reporting" in dev.outputs["principalPasswords"]
+    dev.kubectl("get", "secret", "kafka-user-reporting")
+    users = kafka_tool(dev, "kafka-configs.sh", "--describe", "--entity-type", "users")
+    assert "reporting" in users
+
+
+def test_a_larger_storage_size_grows_the_volumes_without_a_restart(dev):
+    facts = change(dev, "storageSize 2Gi to 3Gi", storageSize="3Gi")
+    assert facts["broker_restarts"] == 0
+    for i in range(3):
+        assert dev.json("pvc", f"data-kafka-{i}")["spec"]["resources"]["requests"]["storage"] == "3Gi"
+        wait_for(lambda i=i: dev.json("pvc", f"data-kafka-{i}")["status"]["capacity"]["storage"]
+                 == "3Gi", 120, f"data-kafka-{i} resized")
 
 
 def test_destroy_and_up_again_keep_every_acknowledged_event(dev):
     """`pulumi destroy` keeps the namespace and its volumes (retained); the next `up` formats
     nothing, keeps the cluster id (derived from the namespace) and hands out new passwords
-    (the reconciler Job writes them): the events acknowledged before are all still there."""
-    volumes = {p["metadata"]["name"]: p["spec"]["volumeName"]
-               for p in dev.json("pvc")["items"] if p["metadata"]["name"].startswith("data-")}
+    (the reconciler Job writes them): the events acknowledged during the growth are all
+    still there, read back with the new password."""
+    volumes = data_volumes(dev)
     assert len(volumes) == 3
     t = time.monotonic()
     dev.deployer.destroy(dev.name, dev.env)
@@ -100,10 +115,9 @@ def test_destroy_and_up_again_keep_every_acknowledged_event(dev):
     dev.up()
     wait_for(lambda: brokers_ready(dev, 3), 900, "three brokers ready after up")
     again = time.monotonic() - t
-    assert {p["metadata"]["name"]: p["spec"]["volumeName"]
-            for p in dev.json("pvc")["items"] if p["metadata"]["name"].startswith("data-")} == volumes
+    assert data_volumes(dev) == volumes
     out = in_node(dev.node, [sys.executable, "-m", "hanzo_stream.kube.load", "count", "--ledger",
-                             str(dev.work / "ledger-grow-1-to-3.json")],
+                             str(dev.work / GROWTH_LEDGER)],
                   env=dev.client_env("billing-aggregator"), timeout=600)
     tally = json.loads(out.stdout)
     record("destroy and up", destroy_seconds=round(destroyed), up_seconds=round(again),
