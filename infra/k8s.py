@@ -20,6 +20,7 @@ _TYPED = {
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("batch/v1", "Job"): k8s.batch.v1.Job,

@@ -8,7 +8,9 @@ Two launchers (`sparkLauncher`), both running the same job code with executors a
   streaming queries that must run forever and come back after a crash: the Deployment
   restarts the driver for ever, `Recreate` keeps two drivers off one checkpoint, and
   `kubectl get deploy` shows each job. Executors get their environment, CA and security
-  context from a pod template (a ConfigMap the driver mounts).
+  context from a pod template (a ConfigMap the driver mounts). A job whose sink lives in
+  the driver's own files (analytics-ingest's embedded chDB, without `clickhouseUrl`) keeps
+  them on a claim of its own, so they survive the driver as the checkpoint does.
 - `operator`: a Kubeflow Spark operator SparkApplication per job (restart policy with
   back-off, the operator re-submits a lost driver). Needs the operator and its CRDs.
 
@@ -39,6 +41,8 @@ DEFAULT_JOBS = ("analytics-ingest", "billing-agg", "audit-archive")
 APP_HOME = "/opt/hanzo-stream"
 SERVICE_LABELS = {"app.kubernetes.io/component": "spark", "app.kubernetes.io/part-of": PART_OF}
 S3_SECRET = "hanzo-stream-s3"
+JOB_HOME = "/tmp/hanzo-stream"  # HANZO_STREAM_HOME of the job's pods
+STATE_SIZE = "1Gi"  # a driver's own files (an embedded chDB): its state claim
 CLICKHOUSE_SECRET = "hanzo-stream-clickhouse"
 
 def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SCALA) -> list[str]:
@@ -65,6 +69,7 @@ class SparkJob:
     executors: int
     checkpoint: str | None = None
     s3_paths: tuple[str, ...] = ()  # the spec's sink paths on S3
+    embedded: bool = False  # a sink in the driver's own files (chDB without a `url`)
 
 
 def discover(root: Path, registry: Registry) -> list[SparkJob]:
@@ -97,6 +102,8 @@ def discover(root: Path, registry: Registry) -> list[SparkJob]:
             checkpoint=spec.get("checkpoint") if isinstance(spec.get("checkpoint"), str) else None,
             s3_paths=tuple(str(k.get("path")) for k in (spec.get("sinks") or {}).values()
                            if isinstance(k, dict) and str(k.get("path", "")).startswith("s3a://")),
+            embedded=any(isinstance(k, dict) and k.get("type") == "clickhouse" and not k.get("url")
+                         for k in (spec.get("sinks") or {}).values()),
         ))
     return jobs
 
@@ -130,7 +137,7 @@ def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
         {"name": "HANZO_STREAM_GROUP", "value": job.group},
         {"name": "HANZO_STREAM_TOPICS", "value": ",".join(job.topics)},
         {"name": "HANZO_STREAM_CHECKPOINT", "value": checkpoint_of(s, job)},
-        {"name": "HANZO_STREAM_HOME", "value": "/tmp/hanzo-stream"},
+        {"name": "HANZO_STREAM_HOME", "value": JOB_HOME},
     ]
     if uses_s3(s, job):  # endpoint and keys from the S3 Secret, never a literal (jobs/s3.py)
         env += [_secret_env("HANZO_STREAM_S3_ENDPOINT", S3_SECRET, "endpoint"),
@@ -188,6 +195,28 @@ POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "
                 "seccompProfile": {"type": "RuntimeDefault"}}
 
 
+def keeps_state(s: StackSettings, job: SparkJob) -> bool:
+    """Its sink lives in the driver's files (no `clickhouseUrl`): they must outlive the pod, as
+    the checkpoint on shared storage does, or a restarted driver resumes after rows it lost."""
+    return job.embedded and not s.clickhouseUrl
+
+
+def state_name(job: SparkJob) -> str:
+    return f"{job.name}-state"
+
+
+def state_claim(s: StackSettings, top: Topology, job: SparkJob) -> dict:
+    """The driver's own volume, at HANZO_STREAM_HOME (one driver at a time: `Recreate`)."""
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": STATE_SIZE}}}
+    if s.storageClass:
+        spec["storageClassName"] = s.storageClass
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": state_name(job), "namespace": top.namespace,
+                         "labels": labels("spark", job.name)},
+            "spec": spec}
+
+
 def executors(s: StackSettings, job: SparkJob) -> int:
     """The spec's executors (the group's expected consumers), unless the stack caps them."""
     return min(job.executors, s.sparkMaxExecutors) if s.sparkMaxExecutors else job.executors
@@ -233,7 +262,9 @@ def submit_args(s: StackSettings, top: Topology, job: SparkJob) -> list[str]:
         "spark.kubernetes.container.image.pullPolicy": "IfNotPresent",
         "spark.kubernetes.executor.podTemplateFile": f"{TEMPLATE_MOUNT}/executor.yaml",
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
-        "spark.kubernetes.executor.podNamePrefix": job.name,
+        # The driver pod's own name: a replacement driver starts while the old one's executors
+        # (<prefix>-exec-1, ...) are still being deleted, and a job-wide prefix collides.
+        "spark.kubernetes.executor.podNamePrefix": "$(POD_NAME)",
         "spark.executor.instances": str(executors(s, job)),
         "spark.executor.cores": "1",
         "spark.executor.memory": s.sparkExecutorMemory,
@@ -251,6 +282,7 @@ def submit_args(s: StackSettings, top: Topology, job: SparkJob) -> list[str]:
 def driver(s: StackSettings, top: Topology, job: SparkJob) -> dict:
     """The job's driver: a one-pod Deployment running spark-submit (see the module docstring)."""
     pod_labels = {**SERVICE_LABELS, "hanzo.ai/spark-app": job.name, "hanzo.ai/spark-role": "driver"}
+    state = [{"name": "state", "mountPath": JOB_HOME}] if keeps_state(s, job) else []
     env = [*job_env(s, top, job), {"name": "PYSPARK_PYTHON", "value": "python3"},
            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
@@ -283,10 +315,13 @@ def driver(s: StackSettings, top: Topology, job: SparkJob) -> dict:
                     "securityContext": RESTRICTED,
                     "volumeMounts": [
                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
-                        {"name": "executor-template", "mountPath": TEMPLATE_MOUNT, "readOnly": True}],
+                        {"name": "executor-template", "mountPath": TEMPLATE_MOUNT, "readOnly": True},
+                        *state],
                 }],
                 "volumes": [ca_volume(), {"name": "executor-template", "configMap": {
-                    "name": f"{job.name}-executor-template"}}],
+                    "name": f"{job.name}-executor-template"}},
+                    *[{"name": v["name"], "persistentVolumeClaim": {"claimName": state_name(job)}}
+                      for v in state]],
             }},
         },
     }
@@ -311,7 +346,8 @@ def manifests(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
     """What runs one job, by the stack's launcher."""
     if s.sparkLauncher == "operator":
         return [application(s, top, job)]
-    return [executor_template(s, top, job), driver(s, top, job)]
+    claim = [state_claim(s, top, job)] if keeps_state(s, job) else []
+    return [executor_template(s, top, job), *claim, driver(s, top, job)]
 
 
 def rbac(s: StackSettings, top: Topology) -> list[dict]:

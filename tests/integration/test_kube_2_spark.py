@@ -106,6 +106,28 @@ def driver_exec(stack, job: str, *argv: str, input: str | None = None) -> str:
                          input=input).stdout
 
 
+CHDB_IDS = textwrap.dedent("""
+    import json, shutil, sys, tempfile
+    from chdb import session
+    # The driver's chDB is its own process's: read a copy of its directory (its tables are
+    # relative symlinks into store/, kept as they are).
+    copy = tempfile.mkdtemp() + "/chdb"
+    shutil.copytree("/tmp/hanzo-stream/jobs/analytics-ingest/chdb", copy, symlinks=True)
+    s = session.Session(copy)
+    sql = "SELECT id FROM events FINAL WHERE startsWith(team_id, %s) ORDER BY id"
+    rows = s.query(sql % repr(sys.argv[1] + "-"), "ArrowTable").to_pylist()
+    print(json.dumps([r["id"] for r in rows]))
+    s.close(); shutil.rmtree(copy)
+""")
+INGESTED: dict[str, list[str]] = {}  # run -> the ids analytics-ingest loaded
+
+
+def chdb_ids(stack, run: str) -> list[str]:
+    """The ids of this run's rows in analytics-ingest's ClickHouse, read in the driver's pod."""
+    out = driver_exec(stack, "analytics-ingest", "python3", "-c", CHDB_IDS, run)
+    return json.loads(out.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def spark(kube_dev):
     t = time.monotonic()
@@ -182,30 +204,14 @@ def test_analytics_ingest_loads_the_valid_events_and_dead_letters_the_invalid(sp
     where = produce(spark, "insights-capture", "events_plugin_ingestion",
                     [(e["team_id"], e) for e in valid] + [(k, v) for k, v, _ in bad])
 
-    sql = f"SELECT id FROM events FINAL WHERE startsWith(team_id, '{run}-') ORDER BY id"
-    query = textwrap.dedent(f"""
-        import json, shutil, tempfile
-        from chdb import session
-        from hanzo_stream.jobs.spec import load_spec
-        # The driver's chDB is its own process's: read a copy of its directory.
-        copy = tempfile.mkdtemp() + "/chdb"
-        shutil.copytree("/tmp/hanzo-stream/jobs/analytics-ingest/chdb", copy)
-        s = session.Session(copy)
-        print(json.dumps([r["id"] for r in s.query({sql!r}, "ArrowTable").to_pylist()]))
-        s.close(); shutil.rmtree(copy)
-    """)
-
-    def rows() -> list[str]:
-        return json.loads(driver_exec(spark, "analytics-ingest", "python3", "-c", query)
-                          .strip().splitlines()[-1])
-
-    ids = wait_for(lambda: (lambda r: r if len(r) >= len(valid) else None)(rows()),
+    ids = wait_for(lambda: (lambda r: r if len(r) >= len(valid) else None)(chdb_ids(spark, run)),
                    RESULT_TIMEOUT, "analytics-ingest's rows in ClickHouse", every=5)
     rows_s = time.monotonic() - t
     assert ids == sorted(e["id"] for e in valid)
     report = json.loads(driver_exec(spark, "analytics-ingest", "cat",
                                     "/tmp/hanzo-stream/jobs/analytics-ingest/report.json"))
     assert report["clickhouse_rows"] >= len(valid)
+    INGESTED[run] = ids
 
     bad_at = set(where[len(valid):])
 
@@ -260,3 +266,4 @@ def test_audit_archive_writes_parquet_to_the_nodes_object_store(spark, registry)
     assert any("/commits/" in k for k in checkpoints)  # the checkpoint is on the store too
     record("spark-audit-archive", archive_s=round(archive_s), rows=len(rows),
            parquet_objects=len(mine), objects_in_bucket=len(keys))
+

@@ -81,6 +81,7 @@ def test_by_default_each_job_is_a_driver_deployment_running_spark_submit_in_clie
         assert conf["spark.executor.instances"] == str(g.consumers)
         assert conf["spark.driver.host"] == "$(POD_IP)"
         assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"  # executors owned by it
+        assert conf["spark.kubernetes.executor.podNamePrefix"] == "$(POD_NAME)"  # unique per driver
         assert conf["spark.kubernetes.container.image"] == c["image"]
         env = {e["name"]: e for e in c["env"]}
         assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
@@ -104,6 +105,31 @@ def test_a_stack_can_cap_executors_and_size_the_driver():
         assert "spark.executor.instances=1" in c["args"]
         assert c["args"][c["args"].index("--driver-memory") + 1] == "768m"
         assert c["resources"]["limits"]["memory"] == f"{768 + 384}Mi"
+
+
+def test_a_driver_keeps_its_embedded_sink_on_a_claim_of_its_own():
+    """analytics-ingest's chDB lives in the driver's files while its checkpoint is on shared
+    storage: on the pod's disk a restarted driver resumed after the rows it had lost."""
+    out = render("dev")
+    claims = {c["metadata"]["name"]: c for c in of_kind(out, "PersistentVolumeClaim")
+              if c["metadata"]["name"].endswith("-state")}
+    assert sorted(claims) == ["analytics-ingest-state"]  # the one job with an embedded sink
+    assert claims["analytics-ingest-state"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+    for name, d in _drivers(out).items():
+        pod = d["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        home = next(e["value"] for e in c["env"] if e["name"] == "HANZO_STREAM_HOME")
+        mounted = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        claimed = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+                   if "persistentVolumeClaim" in v}
+        if name == "analytics-ingest":
+            assert claimed == {mounted[home]: "analytics-ingest-state"}
+        else:
+            assert home not in mounted and not claimed
+    # With a ClickHouse server the rows live there: no claim.
+    served = render("dev", (("clickhouseUrl", "http://clickhouse.hanzo:8123"),))
+    assert not [c for c in of_kind(served, "PersistentVolumeClaim")
+                if c["metadata"]["name"].endswith("-state")]
 
 
 def test_jvm_sizes_become_kubernetes_quantities():
