@@ -87,6 +87,15 @@ class ClusterState:
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
+    @property
+    def size(self) -> int:
+        """How many brokers the cluster has: the live ones and every broker a replica is
+        assigned to. A broker that is restarting (a roll) is not live for a moment, but it
+        still holds its replicas; counting only live brokers made the `cluster` profile
+        shrink mid-roll (the reconciler Job on Kubernetes refused its plan, seen there)."""
+        assigned = {b for t in self.topics.values() for r in t.replicas for b in r}
+        return len(set(self.brokers) | assigned)
+
 
 ANY_ACL = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                            AclOperation.ANY, AclPermissionType.ANY)

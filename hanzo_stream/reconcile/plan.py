@@ -87,10 +87,11 @@ class Options:
 
 
 def profile_of(reg: Registry, state: ClusterState) -> Replication:
-    """The replication profile in force: the registry's, or the one for the cluster's size."""
+    """The replication profile in force: the registry's, or the one for the cluster's size
+    (ClusterState.size: brokers restarting in a roll count)."""
     if reg.replication_profile and reg.replication_profile != "cluster":
         return PROFILES[reg.replication_profile]
-    return Replication.for_cluster(len(state.brokers))
+    return Replication.for_cluster(state.size)
 
 
 def desired_replication(reg: Registry, state: ClusterState) -> dict[str, tuple[int, int]]:
@@ -238,7 +239,7 @@ def _check_replication(reg: Registry, state: ClusterState, want: dict[str, tuple
                 "one-line registry edit should not drop it). Fix: set replication_factor: "
                 f"{live.replication_factor} (or the profile that gives it); to really lower "
                 "it, reassign by hand (docs/reconciler.md#replication-factor)")
-        elif rf > len(state.brokers):
+        elif rf > live.replication_factor and rf > len(state.brokers):  # a raise needs them live
             errors.append(f"{where}: {rf} replicas need {rf} brokers; the cluster has "
                           f"{len(state.brokers)}. Fix: add brokers first (docs/runbooks/"
                           "scaling-1-to-3.md), or lower the replication factor")

@@ -169,7 +169,7 @@ def checkout_with(tmp: Path, edit: Callable[[dict], None]) -> Path:
 
     root = tmp / "checkout"
     root.mkdir()
-    for d in ("consumers", "monitoring", "schemas", "spark"):
+    for d in ("consumers", "monitoring", "schemas", "spark", *(p.name for p in ROOT.glob("Pulumi*.yaml"))):
         (root / d).symlink_to(ROOT / d)
     doc = yaml.safe_load((ROOT / "topics.yaml").read_text())
     edit(doc)

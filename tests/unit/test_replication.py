@@ -175,6 +175,18 @@ def test_decrease_is_refused_with_reason_and_fix(registry):
     assert "never removes replicas" in err and "Fix: set replication_factor: 3" in err
 
 
+def test_a_broker_restarting_in_a_roll_does_not_shrink_the_cluster_profile(registry):
+    """Mid-roll one broker of three is not live; its replicas are still assigned to it. The
+    `cluster` profile stays at three brokers: no "below the live 3" refusal, nothing to do
+    (the reconciler Job on the real Kubernetes failed four times on this)."""
+    reg, state = _grown(registry)
+    state = simulate(state, make_plan(reg, state, ALL_PW))  # now RF 3 on brokers 1..3
+    rolling = _on_brokers(state, 2)  # broker 3 restarting
+    assert rolling.size == 3
+    plan = make_plan(reg, rolling, ALL_PW)
+    assert plan.exit_code == 0 and not plan.errors and not plan.of(RaiseReplication), plan.errors
+
+
 def test_more_replicas_than_brokers_is_refused(registry):
     reg, state = _grown(registry, brokers=2)
     forced = dataclasses.replace(reg, replication_profile="ha")
