@@ -188,6 +188,7 @@ def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
 
 
 DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
+API_TIMEOUT_MS = 60_000
 TEMPLATE_MOUNT = f"{APP_HOME}/spark-template"
 EXECUTOR_CONTAINER = "executor"
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -260,6 +261,10 @@ def submit_args(s: StackSettings, top: Topology, job: SparkJob) -> list[str]:
         "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
         "spark.kubernetes.container.image": s.sparkImage,
         "spark.kubernetes.container.image.pullPolicy": "IfNotPresent",
+        # The driver's API client: 10 s by default, which a busy node's driver JVM missed at
+        # start (its event loop starved) and crash-looped; seen on the local 2-core node.
+        "spark.kubernetes.driver.connectionTimeout": str(API_TIMEOUT_MS),
+        "spark.kubernetes.driver.requestTimeout": str(API_TIMEOUT_MS),
         "spark.kubernetes.executor.podTemplateFile": f"{TEMPLATE_MOUNT}/executor.yaml",
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         # The driver pod's own name: a replacement driver starts while the old one's executors

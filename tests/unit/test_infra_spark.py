@@ -82,6 +82,8 @@ def test_by_default_each_job_is_a_driver_deployment_running_spark_submit_in_clie
         assert conf["spark.driver.host"] == "$(POD_IP)"
         assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"  # executors owned by it
         assert conf["spark.kubernetes.executor.podNamePrefix"] == "$(POD_NAME)"  # unique per driver
+        assert conf["spark.kubernetes.driver.connectionTimeout"] == "60000"  # a busy node's API
+        assert conf["spark.kubernetes.driver.requestTimeout"] == "60000"
         assert conf["spark.kubernetes.container.image"] == c["image"]
         env = {e["name"]: e for e in c["env"]}
         assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
