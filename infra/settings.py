@@ -81,8 +81,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("certManagerIssuer", "", "issuer name, required when tlsMode is cert-manager"),
     Setting("certManagerIssuerKind", "ClusterIssuer", "`Issuer` or `ClusterIssuer`"),
     Setting("tlsExtraDnsNames", [], "extra DNS names on the broker certificate"),
-    Setting("protect", True, "protect the KRaft cluster id, the quorum's recorded founding "
-            "size and the CA from `pulumi destroy`"),
+    Setting("protect", True, "protect the quorum's recorded founding size and the CA from "
+            "`pulumi destroy` (the cluster id is the namespace's, which destroy keeps)"),
     Setting("reconcilerImage", "ghcr.io/hanzoai/hanzo-stream:0.1.0",
             "image with the hanzo-stream CLI (see docs/images.md)"),
     Setting("reconcilerArgs", ["apply"], "arguments of `hanzo-stream` in the reconciler Job"),
