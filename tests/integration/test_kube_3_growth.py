@@ -34,7 +34,8 @@ def kafka_tool(dev, tool: str, *args: str) -> str:
     conf = admin_properties(dev)
     b = f"kafka.{dev.namespace}.svc.cluster.local:9093"
     return dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", f"{BIN}/{tool}",
-                       "--bootstrap-server", b, "--command-config", conf, *args).stdout
+                       "--bootstrap-server", b, "--command-config", conf, *args,
+                       timeout=600).stdout  # a JVM per call: minutes on a loaded machine
 
 
 def replication(dev, topic: str) -> tuple[int, str]:
@@ -69,7 +70,7 @@ def test_one_broker_grows_to_three_in_place(dev):
       for t in $({BIN}/kafka-topics.sh --bootstrap-server {b} --command-config {conf} --list); do
         {BIN}/kafka-configs.sh --bootstrap-server {b} --command-config {conf} --alter \\
           --entity-type topics --entity-name $t --add-config min.insync.replicas=1
-      done""")
+      done""", timeout=1800)  # one JVM per topic
     assert int(dev.outputs["initialControllers"]) == 1  # step 2: the record says one founder
     facts = change(dev, "brokers 1 to 3", min_isr=1, brokers=3, initialControllers=1)  # step 3
     assert facts["brokers_added"] == ["kafka-1", "kafka-2"]
