@@ -178,8 +178,13 @@ def main(root: Path = ROOT) -> None:
     brokers = k8s.apply(sts, pulumi.ResourceOptions.merge(
         after(*ns, *secret_res, *kafka_res),
         pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET)))
-    for m in storage.patches(s, top):  # the claims exist once the StatefulSet is ready
-        k8s.patch(m, after(brokers))
+    # The claims exist once the StatefulSet is ready. `destroy` leaves each patch's size on
+    # its claim, which the namespace keeps: a patch managing the required storage request
+    # cannot be deleted (pulumi destroy failed on it on the real cluster).
+    keep_size = pulumi.ResourceOptions.merge(after(brokers),
+                                             pulumi.ResourceOptions(retain_on_delete=True))
+    for m in storage.patches(s, top):
+        k8s.patch(m, keep_size)
     after_brokers = after(brokers, *secret_res)
     applied = [k8s.apply(m, after_brokers) for m in apply_job]
     for m in extras:

@@ -212,6 +212,8 @@ def test_volumes_keep_data(stack, out):
     assert mounts["data"] == "/var/lib/kafka"
     # `pulumi destroy` must not take the retained volumes with the namespace they live in
     assert resource(out, "Namespace", "hanzo")["retain_on_delete"] is True
+    patches = [r for r in out["resources"] if r["type"].endswith("PersistentVolumeClaimPatch")]
+    assert patches and all(r["retain_on_delete"] is True for r in patches)  # destroy keeps sizes
 
 
 def test_image_default_is_the_official_image_of_the_pinned_release(out):
