@@ -9,6 +9,7 @@
 # Called by .ci/install (which runs every .ci/install-*.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. .ci/apt.sh
 
 pkgs=(containerd runc containernetworking-plugins umoci mmdebstrap
       iptables conntrack socat iproute2 util-linux mount)
@@ -16,20 +17,7 @@ need=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "==> apt-get install ${need[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  added_policy=""
-  if [ ! -e /usr/sbin/policy-rc.d ]; then   # keep postinst scripts from starting services
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod 755 /usr/sbin/policy-rc.d
-    added_policy=1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  [ -z "$added_policy" ] || $SUDO rm -f /usr/sbin/policy-rc.d
-fi
+apt_install_quietly ${need[@]+"${need[@]}"}
 for unit in containerd etcd; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
     systemctl stop "$unit" || true

@@ -11,26 +11,13 @@
 # Called by .ci/install (which runs every .ci/install-*.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. .ci/apt.sh
 
 need=()
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null \
   || need+=(prometheus-alertmanager)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "==> apt-get install ${need[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  # Keep the package's postinst from starting a system Prometheus on :9090.
-  added_policy=""
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod 755 /usr/sbin/policy-rc.d
-    added_policy=1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  [ -z "$added_policy" ] || $SUDO rm -f /usr/sbin/policy-rc.d
-fi
+apt_install_quietly ${need[@]+"${need[@]}"}
 for unit in prometheus prometheus-alertmanager; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
     systemctl stop "$unit" || true
