@@ -98,8 +98,9 @@ def main(root: Path = ROOT) -> None:
 
     creds = credentials.generate(registry)
     certs = tls.build(s, top)
-    principals_sha = hashlib.sha256(",".join(sorted(creds.all())).encode()).hexdigest()[:16]
-    annotations = {"hanzo.ai/principals-sha": principals_sha}
+    # What the brokers read at start and cannot reload. Principals are not among them: SCRAM
+    # users live in the metadata log (the reconciler sets them), so a new one restarts nothing.
+    annotations: dict = {}
     if certs.cert_pem is not None:
         annotations["hanzo.ai/tls-cert-sha"] = certs.cert_pem.apply(
             lambda pem: hashlib.sha256(pem.encode()).hexdigest()[:16])

@@ -167,10 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--existing", action="append", default=[], metavar="NAME=JSON",
                     help="outputs the state holds for resource NAME from an earlier up")
     ap.add_argument("--via-main", action="store_true", help="run infra/__main__.py as Pulumi does")
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help="the checkout to render (its topics.yaml, Pulumi.<stack>.yaml, ...)")
     a = ap.parse_args(argv)
     pairs = lambda xs: dict(x.split("=", 1) for x in xs)  # noqa: E731
     existing = {k: json.loads(v) for k, v in pairs(a.existing).items()}
-    result = render(a.stack, pairs(a.set), pairs(a.secret), via_main=a.via_main,
+    result = render(a.stack, pairs(a.set), pairs(a.secret), root=a.root, via_main=a.via_main,
                     existing=existing)
     text = json.dumps(result, indent=1, sort_keys=True, default=str)
     if a.out:

@@ -23,14 +23,16 @@ class RenderFailed(RuntimeError):
 @cache
 def render(stack: str, sets: tuple[tuple[str, str], ...] = (),
            secrets: tuple[tuple[str, str], ...] = (),
-           existing: tuple[tuple[str, str], ...] = ()) -> dict:
-    """`existing`: (resource name, JSON of its outputs) the state holds from an earlier up."""
+           existing: tuple[tuple[str, str], ...] = (), root: Path = ROOT) -> dict:
+    """`existing`: (resource name, JSON of its outputs) the state holds from an earlier up;
+    `root`: a checkout other than this one (e.g. with an edited topics.yaml)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "rendered.json"
         cmd = [sys.executable, "-m", "infra.render", stack, "--out", str(out)]
         cmd += [a for k, v in sets for a in ("--set", f"{k}={v}")]
         cmd += [a for k, v in secrets for a in ("--secret", f"{k}={v}")]
         cmd += [a for k, v in existing for a in ("--existing", f"{k}={v}")]
+        cmd += ["--root", str(root)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise RenderFailed(proc.stderr[-4000:])

@@ -333,3 +333,24 @@ def test_self_signed_certificate_names_every_broker_address(stack, out):
     assert "kafka.hanzo.svc.cluster.local" in broker_cert["inputs"]["dns_names"]  # the bootstrap
     key = load_pem_private_key(tls_secret["tls.key"].encode(), None)
     assert key.public_key() == leaf.public_key() and key.curve.name == "secp256r1"
+
+
+def test_a_registry_edit_restarts_no_broker(tmp_path):
+    """A new principal with its ACLs is the reconciler's business (a SCRAM user and ACLs in
+    the metadata log): the brokers' pod template must not change, or every broker rolls."""
+    for entry in ROOT.iterdir():
+        if entry.name not in ("topics.yaml", ".git"):
+            (tmp_path / entry.name).symlink_to(entry)
+    text = (ROOT / "topics.yaml").read_text()
+    new = ("principals:\n  - name: search-indexer\n"
+           "    description: A service added by a pull request.\n")
+    assert text.count("principals:\n") == 1
+    (tmp_path / "topics.yaml").write_text(text.replace("principals:\n", new, 1))
+    before, after = render("prod"), render("prod", root=tmp_path)
+    assert "kafka-user-search-indexer" in {m["metadata"]["name"] for m in of_kind(after, "Secret")}
+
+    def template(rendered: dict) -> dict:  # each mocked render issues a new certificate
+        t = json.loads(json.dumps(obj(rendered, "StatefulSet", "kafka")["spec"]["template"]))
+        t["metadata"]["annotations"].pop("hanzo.ai/tls-cert-sha")
+        return t
+    assert template(after) == template(before)
