@@ -236,9 +236,12 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
 
     Idempotent, so it runs in every broker pod: it asks the quorum (through the other pods'
     controller endpoints) for `describe --replication`; a pod already among the voters with
-    this volume's directory id (a founder, or a pod that joined before) only marks itself
-    ready. An observer that has caught up runs `add-controller` with a command config made
-    of the pod's own server.properties (node.id, controller listener, log.dirs: the tool
+    this volume's directory id (a founder, or a pod that joined before) marks itself ready
+    once it is within `max_lag` records of the leader: a restarted controller counts as back
+    only when it has caught up, so a roll never takes the next one while it replays. Every
+    call to the tool is bounded (`call_timeout`): a hung JVM must not stall the loop. An
+    observer that has caught up runs `add-controller` with a command config made of the pod's
+    own server.properties (node.id, controller listener, log.dirs: the tool
     reads the directory id from meta.properties) plus the admin's client login. Kafka takes
     one voter change at a time and refuses the others ("timed out waiting for leader to
     handle previous add voter request"); every failure is retried after a fresh describe.
@@ -266,6 +269,7 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
         f"work={_q(paths.join_dir)}",
         'interval="${HANZO_JOIN_INTERVAL:-10}"',
         'max_lag="${HANZO_JOIN_MAX_LAG:-100}"',
+        'call_timeout="${HANZO_JOIN_CALL_TIMEOUT:-90}"',
         "umask 077",
         f'rm -f "$work/{VOTER_MARKER}"',
         'log() { echo "hanzo-stream join: $*" >&2; }',
@@ -273,20 +277,24 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
         "quorum() {",
         '  { cat "$conf"; echo security.protocol=SASL_SSL; echo sasl.mechanism=PLAIN;',
         f"    printf 'sasl.jaas.config=%s\\n' \"${ADMIN_JAAS_ENV}\"; }} > \"$work/admin.properties\"",
-        '  "$tool" --bootstrap-controller "$peers" --command-config "$work/admin.properties" "$@" \\',
-        '    > "$work/out" 2> "$work/err"',
+        # A JVM that hangs (a peer that accepts and never answers) must not stop the loop.
+        '  timeout "$call_timeout" "$tool" --bootstrap-controller "$peers" \\',
+        '    --command-config "$work/admin.properties" "$@" > "$work/out" 2> "$work/err"',
+        '  rc=$?; [ "$rc" -ne 124 ] || echo "no answer in ${call_timeout}s" > "$work/err"',
+        '  return "$rc"',
         "}",
         'until [ -s "$meta" ]; do log "waiting for the broker to format $meta"; pause "$interval"; done',
         "dir=$(sed -n 's/^directory.id=//p' \"$meta\")",
         "while :; do",
         "  if quorum describe --replication; then",
-        '    state=$(awk -v id="$ordinal" -v dir="$dir" \'',
+        '    state=$(awk -v id="$ordinal" -v dir="$dir" -v max="$max_lag" \'',
         '      $1 == id && ($NF == "Leader" || $NF == "Follower") {',
-        '        v = ($2 == dir) ? "voter" : "stale " $2 }',
+        '        v = ($2 != dir) ? "stale " $2 : (($4 + 0 <= max + 0) ? "voter" : "behind " $4) }',
         '      $1 == id && $NF == "Observer" { o = "observer " $4 }',
         '      END { print (v != "" ? v : (o != "" ? o : "absent")) }\' "$work/out")',
         '    case "$state" in',
         f'      voter) : > "$work/{VOTER_MARKER}"; log "node $ordinal (directory $dir) is a voter"; break ;;',
+        '      behind*) log "node $ordinal is a voter ${state#behind } records behind: catching up" ;;',
         '      stale*) log "node $ordinal is a voter with directory ${state#stale } but this volume is'
         ' $dir: the pod lost its volume; see docs/runbooks/disaster-recovery-k8s.md" ;;',
         "      observer*)",

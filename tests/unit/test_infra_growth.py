@@ -161,6 +161,7 @@ case "$*" in
   *"describe --replication"*)
     n=$(grep -c 'describe --replication' "$OUT/calls")
     f="$OUT/quorum"; [ -f "$OUT/quorum.$n" ] && f="$OUT/quorum.$n"
+    [ "$(cat "$f")" = hang ] && exec /bin/sleep 60  # accepts, never answers
     if [ "$(cat "$f")" = unreachable ]; then
       echo "org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment." >&2
       exit 1
@@ -284,6 +285,29 @@ def test_a_voter_restarting_does_nothing_but_mark_itself_ready(grown_out, tmp_pa
                      (2, DIR[2], 3, "Follower")))
     proc, calls = pod.run()
     assert proc.returncode == 0 and not adds(calls) and pod.ready
+
+
+def test_a_restarted_voter_is_ready_only_once_caught_up(grown_out, tmp_path):
+    """A roll must not take the next controller while this one replays the metadata log."""
+    pod = Pod(tmp_path, 2, grown_out, DIR[2])
+    pod.quorum(table((0, DIR[0], 0, "Leader"), (1, DIR[1], 0, "Follower"),
+                     (2, DIR[2], 5000, "Follower")), 1)
+    pod.quorum(table((0, DIR[0], 0, "Leader"), (1, DIR[1], 0, "Follower"),
+                     (2, DIR[2], 20, "Follower")))
+    proc, calls = pod.run()
+    assert proc.returncode == 0 and not adds(calls), proc.stderr
+    assert "node 2 is a voter 5000 records behind: catching up" in proc.stderr
+    assert pod.ready and pod.sleeps() == ["7", "3600"]
+
+
+def test_a_call_that_never_answers_is_cut_and_retried(grown_out, tmp_path):
+    pod = Pod(tmp_path, 0, grown_out, DIR[0])
+    pod.quorum("hang", 1)
+    pod.quorum(LEADER_ONLY_1_OBSERVING)
+    proc, calls = pod.run(HANZO_JOIN_CALL_TIMEOUT="1")
+    assert proc.returncode == 0, proc.stderr
+    assert "quorum not reachable yet: no answer in 1s" in proc.stderr
+    assert len(calls) == 2 and pod.ready
 
 
 def test_a_refused_add_is_retried_after_a_fresh_describe(grown_out, tmp_path):
