@@ -26,7 +26,9 @@ from hanzo_stream.broker_config import Replication
 from . import broker
 from .broker import Flavor, Paths, Rendered
 from .credentials import ADMIN, user_secret
+from .reconciler import connection_env
 from .settings import JMX_AGENT_IN_IMAGE, StackSettings
+from .tls import CA_MOUNT, ca_volume
 from .topology import PORTS, Topology, labels
 
 SERVICE_ACCOUNT = "kafka"
@@ -86,6 +88,51 @@ def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths
             {"name": "join", "mountPath": paths.join_dir},
         ],
     }
+
+
+GATE_DIR = "/gate"  # the roll gate's verdicts (hanzo_stream/roll_gate.py), shared with kafka
+STOP_WAIT_SECONDS = 180  # how long a deleted broker waits for the gate before it stops anyway
+
+
+def _fresh(path: str, seconds: int) -> str:
+    """sh: `path` exists and was rewritten in the last `seconds` (the gate writes every 5 s)."""
+    return (f'[ -f {path} ] && [ $(( $(date +%s) - $(stat -c %Y {path}) )) -lt {seconds} ]')
+
+
+def roll_gate_container(s: StackSettings, top: Topology) -> dict:
+    """The roll gate as a native sidecar (an init container that restarts Always): it starts
+    before the broker and, unlike a regular container, keeps running until the broker has
+    stopped, so the broker's preStop hook can wait for its verdict. Ready = this broker's
+    replicas are all in their ISR; see hanzo_stream/roll_gate.py. It logs in as the admin
+    and bootstraps from every pod's own address: the client Service lists only Ready pods,
+    and this container decides readiness."""
+    everyone = ",".join(f"{n.host}:{n.client_port}" for n in top.nodes)
+    return {
+        "name": "roll-gate",
+        "image": s.reconcilerImage,
+        "restartPolicy": "Always",
+        "command": ["python", "-m", "hanzo_stream.roll_gate", "--dir", GATE_DIR],
+        "env": connection_env(top, ADMIN, bootstrap=everyone),
+        "readinessProbe": {"exec": {"command": [
+            "/bin/sh", "-c", _fresh(f"{GATE_DIR}/in-sync", 30)]}, "periodSeconds": 5},
+        "livenessProbe": {"exec": {"command": [
+            "/bin/sh", "-c", _fresh(f"{GATE_DIR}/alive", 90)]},
+            "initialDelaySeconds": 60, "periodSeconds": 30},
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+                      "limits": {"cpu": "200m", "memory": "192Mi"}},
+        "securityContext": RESTRICTED,
+        "volumeMounts": [{"name": "gate", "mountPath": GATE_DIR},
+                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+    }
+
+
+def wait_for_gate() -> dict:
+    """The broker's preStop: stop only when the gate says no partition would fall under min
+    ISR without this broker (a roll, a drain, a delete alike), or after STOP_WAIT_SECONDS."""
+    return {"exec": {"command": ["/bin/sh", "-c", (
+        f"end=$(( $(date +%s) + {STOP_WAIT_SECONDS} )); "
+        f"until {_fresh(GATE_DIR + '/safe-to-stop', 30)} || [ $(date +%s) -ge $end ]; "
+        "do sleep 2; done")]}}
 
 
 def jmx_agent_init(s: StackSettings, paths: Paths = Paths()) -> dict:
@@ -168,8 +215,15 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
     }
     if top.brokers >= 3:
         pod_spec["containers"].append(join_container(s, top, flavor, paths))
-        pod_spec["volumes"].append(
-            {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
+        pod_spec["initContainers"].append(roll_gate_container(s, top))
+        kafka = pod_spec["containers"][0]
+        kafka["lifecycle"] = {"preStop": wait_for_gate()}
+        kafka["volumeMounts"].append({"name": "gate", "mountPath": GATE_DIR, "readOnly": True})
+        pod_spec["terminationGracePeriodSeconds"] = STOP_WAIT_SECONDS + 120
+        pod_spec["volumes"] += [
+            {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+            {"name": "gate", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            ca_volume()]
         term = {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}
         pod_spec["affinity"] = {"podAntiAffinity": (
             {"requiredDuringSchedulingIgnoredDuringExecution": [term]}

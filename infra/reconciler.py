@@ -35,10 +35,10 @@ def content_hash(registry_text: str, s: StackSettings) -> str:
     return h.hexdigest()[:10]
 
 
-def connection_env(top: Topology, principal: str) -> list[dict]:
+def connection_env(top: Topology, principal: str, bootstrap: str | None = None) -> list[dict]:
     """HANZO_STREAM_* variables every hanzo-stream command and job reads."""
     return [
-        {"name": "HANZO_STREAM_BOOTSTRAP", "value": top.bootstrap},
+        {"name": "HANZO_STREAM_BOOTSTRAP", "value": bootstrap or top.bootstrap},
         {"name": "HANZO_STREAM_SECURITY_PROTOCOL", "value": "SASL_SSL"},
         {"name": "HANZO_STREAM_SASL_MECHANISM", "value": mechanism(principal)},
         password_env("HANZO_STREAM_SASL_USERNAME", principal, "username"),

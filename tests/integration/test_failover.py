@@ -232,6 +232,64 @@ def test_leader_kill_then_a_second_broker(trio, registry, schemas):
     assert all(n == 1 for n in maybe.values())  # a failed event is never in twice
 
 
+def test_the_roll_gate_holds_stops_until_a_restarted_broker_is_back_in_sync(trio, tmp_path):
+    """The roll gate (hanzo_stream/roll_gate.py, each broker pod's readiness and preStop on
+    Kubernetes) against real brokers: with every broker in sync any one may stop; with one
+    killed, the others must not (RF 3, min ISR 2) and the dead one is not in sync; after its
+    restart it counts as back only when its replicas have rejoined every ISR."""
+    import os
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AdminClient
+
+    from hanzo_stream.roll_gate import IN_SYNC, SAFE, judge, observe, topic_min_isr
+
+    from .conftest import wait_for
+
+    admin = AdminClient(trio.admin.confluent())
+    parts = observe(admin)
+    min_isr = topic_min_isr(admin, {p.topic for p in parts})
+    assert min_isr[failover.TOPIC] == 2
+    brokers = sorted({r for p in parts for r in p.replicas})
+    assert len(brokers) == 3
+
+    def verdicts() -> dict:
+        now = observe(admin)
+        return {b: judge(b, now, min_isr) for b in brokers}
+
+    wait_for(lambda: all(v.in_sync and v.safe_to_stop for v in verdicts().values()) or None,
+             120, "every broker in sync and free to stop")
+    victim, *others = brokers[::-1]
+    kafka.kill(home_of(trio), victim)
+    killed = time.monotonic()
+    try:
+        v = wait_for(lambda: (lambda v: v if not any(v[b].safe_to_stop for b in others)
+                              else None)(verdicts()), 120, "the survivors held by the gate")
+        assert not v[victim].in_sync and v[victim].safe_to_stop
+        assert failover.TOPIC in " ".join(v[others[0]].holding)
+        held = time.monotonic() - killed
+
+        # The sidecar itself, bounded: its files say what its probes and preStop will read.
+        env = {**os.environ, **trio.admin.environ()}
+        gate = subprocess.run([sys.executable, "-m", "hanzo_stream.roll_gate", "--broker",
+                               str(others[0]), "--dir", str(tmp_path), "--rounds", "2",
+                               "--interval", "1"], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert gate.returncode == 0, gate.stderr
+        assert (tmp_path / IN_SYNC).exists() and not (tmp_path / SAFE).exists()
+        assert "would fall under min ISR" in gate.stderr
+    finally:
+        restart(trio, {victim})
+    started = time.monotonic()
+    wait_for(lambda: verdicts()[victim].in_sync or None, 180, f"broker {victim} back in sync")
+    back = time.monotonic() - started
+    wait_for(lambda: all(v.safe_to_stop for v in verdicts().values()) or None, 60,
+             "every broker free to stop again")
+    print(f"\nroll gate: survivors held {held:.1f}s after the kill; broker {victim} back in "
+          f"every ISR {back:.1f}s after its restart returned")
+
+
 # ---------------------------------------------------------------- the jobs through a failover
 
 

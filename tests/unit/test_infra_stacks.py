@@ -354,3 +354,38 @@ def test_a_registry_edit_restarts_no_broker(tmp_path):
         t["metadata"]["annotations"].pop("hanzo.ai/tls-cert-sha")
         return t
     assert template(after) == template(before)
+
+
+def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
+    """prod: the roll gate decides readiness (ISR) and the broker's preStop waits for its
+    safe-to-stop verdict, bounded; dev (one broker) has nothing to wait for."""
+    import os
+    import subprocess
+    import time
+
+    from infra.cluster import GATE_DIR, STOP_WAIT_SECONDS
+
+    spec = obj(render("prod"), "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    gate = next(c for c in spec["initContainers"] if c["name"] == "roll-gate")
+    assert gate["restartPolicy"] == "Always"  # a native sidecar: outlives the broker
+    assert gate["command"][:3] == ["python", "-m", "hanzo_stream.roll_gate"]
+    boot = env_map(gate)["HANZO_STREAM_BOOTSTRAP"]["value"].split(",")
+    assert len(boot) == 3 and all(".kafka-headless." in b for b in boot)  # not the client Service
+    assert spec["terminationGracePeriodSeconds"] > STOP_WAIT_SECONDS
+    pre = kafka_container(render("prod"))["lifecycle"]["preStop"]["exec"]["command"]
+    dev = obj(render("dev"), "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    assert "lifecycle" not in dev["containers"][0]
+    assert all(c["name"] != "roll-gate" for c in dev["initContainers"])
+
+    script = pre[2].replace(GATE_DIR, str(tmp_path)).replace(f"+ {STOP_WAIT_SECONDS} ", "+ 4 ")
+
+    def stop_takes() -> float:
+        t0 = time.monotonic()
+        subprocess.run([*pre[:2], script], check=True, timeout=30)
+        return time.monotonic() - t0
+    assert stop_takes() >= 3.5  # no verdict: waits out its bound, then lets the broker stop
+    verdict = tmp_path / "safe-to-stop"
+    verdict.write_text("safe\n")
+    assert stop_takes() < 1.5  # a fresh verdict: at once
+    os.utime(verdict, (time.time() - 60, time.time() - 60))
+    assert stop_takes() >= 3.5  # a verdict the gate stopped refreshing is not trusted

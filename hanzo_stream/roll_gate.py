@@ -1,0 +1,162 @@
+"""The roll gate: may this broker stop now, and is it back in sync?
+
+Kubernetes restarts a StatefulSet's pods one at a time, waiting for each to be Ready, and a
+drain asks the PodDisruptionBudget, which counts Ready pods. Neither knows about in-sync
+replicas, so a TCP readiness check lets a roll take the next broker while the last one is
+still catching up, and acks=all producers see NOT_ENOUGH_REPLICAS. This gate runs as a
+native sidecar in every broker pod of a 3+ broker stack (infra/cluster.py) and answers the
+two questions Strimzi's KafkaAvailability asks, from the cluster's own metadata:
+
+- in sync (the sidecar's readiness): every partition with a replica on this broker has it in
+  its ISR. A restarted broker counts as back only once it has caught up, so the StatefulSet
+  does not take the next one, and the PodDisruptionBudget refuses evictions, until then.
+- safe to stop (the broker container's preStop hook waits for it): no partition this broker
+  is in sync for would fall under its min.insync.replicas without it. Whatever deletes the
+  pod (a roll, a drain, `kubectl delete`), the broker stops when that is true or when the
+  wait runs out. Partitions whose replication factor is not above their min ISR cannot be
+  made safe by waiting, so they never hold a stop.
+
+Each verdict is a file in a shared emptyDir, rewritten every `interval` seconds; a file
+older than a few intervals means the gate is not answering, and the probes read it so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("hanzo_stream.roll_gate")
+IN_SYNC, SAFE, ALIVE = "in-sync", "safe-to-stop", "alive"  # the files the probes read
+
+
+@dataclass(frozen=True)
+class Partition:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    in_sync: bool
+    safe_to_stop: bool
+    behind: tuple[str, ...] = ()  # partitions with a replica here that is out of the ISR
+    holding: tuple[str, ...] = ()  # partitions that would fall under min ISR without it
+
+    def describe(self) -> str:
+        def some(names: tuple[str, ...]) -> str:
+            return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        parts = ["in sync" if self.in_sync else f"behind on {some(self.behind)}",
+                 "safe to stop" if self.safe_to_stop
+                 else f"must not stop: {some(self.holding)} would fall under min ISR"]
+        return "; ".join(parts)
+
+
+def judge(broker: int, partitions: Iterable[Partition], min_isr: Mapping[str, int],
+          default_min_isr: int = 1) -> Verdict:
+    behind: list[str] = []
+    holding: list[str] = []
+    for p in partitions:
+        if broker not in p.replicas:
+            continue
+        name = f"{p.topic}-{p.partition}"
+        if broker not in p.isr:
+            behind.append(name)
+            continue
+        need = min_isr.get(p.topic, default_min_isr)
+        if len(p.replicas) > need and len(p.isr) - 1 < need:
+            holding.append(name)
+    return Verdict(not behind, not holding, tuple(sorted(behind)), tuple(sorted(holding)))
+
+
+def observe(admin, timeout: float = 10.0) -> list[Partition]:
+    """Every partition with its replicas and ISR, from one Metadata request."""
+    md = admin.list_topics(timeout=timeout)
+    return [Partition(t, i, tuple(p.replicas), tuple(p.isrs))
+            for t, tm in md.topics.items() if tm.error is None
+            for i, p in tm.partitions.items()]
+
+
+def topic_min_isr(admin, topics: Iterable[str], timeout: float = 30.0) -> dict[str, int]:
+    """min.insync.replicas of each topic (its own or the broker default it inherits)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    out: dict[str, int] = {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
+    for res, fut in futures.items():
+        entry = fut.result(timeout=timeout).get("min.insync.replicas")
+        if entry is not None and entry.value is not None:
+            out[res.name] = int(entry.value)
+    return out
+
+
+def _write(path: Path, on: bool, text: str) -> None:
+    if on:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text + "\n")
+        tmp.replace(path)  # a fresh mtime is what the probes trust
+    else:
+        path.unlink(missing_ok=True)
+
+
+def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
+        rounds: int | None = None, min_isr_every: float = 60.0) -> Verdict | None:
+    """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    min_isr: dict[str, int] = {}
+    fetched_at = float("-inf")
+    said, verdict, n = "", None, 0
+    while not stop["now"] and (rounds is None or n < rounds):
+        n += 1
+        try:
+            parts = observe(admin)
+            if time.monotonic() - fetched_at > min_isr_every:
+                min_isr = topic_min_isr(admin, {p.topic for p in parts if broker in p.replicas})
+                fetched_at = time.monotonic()
+            verdict = judge(broker, parts, min_isr)
+            now = verdict.describe()
+        except Exception as e:  # unknown is neither in sync nor safe; say why and keep asking
+            verdict = Verdict(False, False)
+            now = f"cannot read the cluster's metadata: {e}"
+        _write(state_dir / IN_SYNC, verdict.in_sync, now)
+        _write(state_dir / SAFE, verdict.safe_to_stop, now)
+        _write(state_dir / ALIVE, True, now)
+        if now != said:
+            log.info("broker %d: %s", broker, now)
+            said = now
+        if rounds is None or n < rounds:
+            time.sleep(interval)
+    return verdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    from .connection import Connection
+
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roll_gate",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--broker", type=int,
+                    help="this broker's node id (default: the pod's ordinal, from HOSTNAME)")
+    ap.add_argument("--dir", type=Path, default=Path("/gate"), help="where the verdicts go")
+    ap.add_argument("--interval", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, help="stop after this many rounds (default: never)")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s roll-gate %(message)s")
+    broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
+    admin = AdminClient(Connection.from_env().confluent())
+    run(broker, a.dir, admin, a.interval, a.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
