@@ -225,9 +225,12 @@ class Deployer:
         return found[0]
 
     def preview(self, name: str, env: str, settings: Mapping[str, Any] = (),
-                on_output: Callable[[str], None] | None = None) -> Plan:
-        """What `pulumi preview` plans, resource by resource (operation and changed keys)."""
+                on_output: Callable[[str], None] | None = None,
+                replace: list[str] | None = None) -> Plan:
+        """What `pulumi preview` plans, resource by resource (operation and changed keys);
+        replace: as for up()."""
         st = self.stack(name, env, settings)
+        urns = [self.urn(name, n) for n in replace or ()]
         steps: list[dict] = []
 
         def on_event(ev) -> None:
@@ -238,7 +241,8 @@ class Deployer:
                               "name": m.urn.rsplit("::", 1)[-1],
                               "keys": list(m.diffs or m.keys or [])})
 
-        result = st.preview(on_event=on_event, on_output=on_output, color="never", diff=True)
+        result = st.preview(on_event=on_event, on_output=on_output, color="never", diff=True,
+                            replace=urns or None)
         return Plan(steps, dict(result.change_summary))
 
     def destroy(self, name: str, env: str, on_output: Callable[[str], None] | None = None):

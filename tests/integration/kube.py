@@ -55,8 +55,9 @@ class Stack:
         self.refresh_outputs(result.outputs)
         return result
 
-    def preview(self, **changes: Any) -> Plan:
-        return self.deployer.preview(self.name, self.env, self.settings | changes, on_output=_log)
+    def preview(self, replace: list[str] | None = None, **changes: Any) -> Plan:
+        return self.deployer.preview(self.name, self.env, self.settings | changes, on_output=_log,
+                                     replace=replace)
 
     def refresh_outputs(self, outputs: dict) -> None:
         self.outputs = {k: v.value for k, v in outputs.items()}
@@ -200,7 +201,7 @@ def change(stack: Stack, what: str, min_isr: int = 2, replace: list[str] | None 
     """A user's change under acks=all load: preview, `pulumi up`, wait until every broker is
     ready on the new revision; record and return what it cost. Nothing acknowledged may be
     lost and every send must be answered (asserted here, for every caller)."""
-    plan = stack.preview(**settings) if not replace else None
+    plan = stack.preview(replace=replace, **settings)
     before = stack.pods()
     t = time.monotonic()
     with load(stack, what.replace(" ", "-"), min_isr=min_isr) as result:
@@ -210,9 +211,8 @@ def change(stack: Stack, what: str, min_isr: int = 2, replace: list[str] | None 
         time.sleep(5)  # producers acknowledged after the last broker came back
     after = stack.pods()
     facts = {
-        "planned": ({s["name"]: s["op"] for s in plan.steps} if plan
-                    else {r: "replace" for r in replace or ()}),
-        "statefulset": (plan.ops("StatefulSet").get("statefulset-kafka", "same") if plan else "n/a"),
+        "planned": {s["name"]: s["op"] for s in plan.steps},
+        "statefulset": plan.ops("StatefulSet").get("statefulset-kafka", "same"),
         "seconds": round(time.monotonic() - t), "up_seconds": round(took),
         "broker_restarts": restarts(before, {k: after[k] for k in before if k in after}),
         "brokers_added": sorted(set(after) - set(before)),
