@@ -24,6 +24,7 @@ from . import (
     monitoring,
     network,
     policy,
+    quorum,
     reconciler,
     schema_registry,
     spark,
@@ -155,9 +156,11 @@ def main(root: Path = ROOT) -> None:
     if violations:
         raise policy.PolicyViolation(violations)
 
-    # A storageSize the volumes cannot take stops the update before any Kubernetes object
-    # changes: every one of them waits for the guard (infra/storage.py).
-    gate = storage.guard(s, top)
+    # A storageSize the volumes cannot take, or fewer brokers than the quorum has voters,
+    # stops the update before any Kubernetes object changes: every one of them waits for
+    # the guards (infra/storage.py, infra/quorum.py).
+    last = storage.last_deployment()
+    gate = pulumi.Output.all(storage.guard(s, top, last), quorum.guard(s, last))
 
     def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(depends_on=gate.apply(lambda _: list(deps)))
@@ -202,7 +205,7 @@ def main(root: Path = ROOT) -> None:
 
     pulumi.export("namespace", top.namespace)
     pulumi.export("bootstrap", top.bootstrap)
-    pulumi.export("brokers", top.brokers)
+    pulumi.export(quorum.OUTPUT, top.brokers)  # what the next up's quorum guard compares with
     pulumi.export("initialControllers", founders)
     pulumi.export("image", s.broker_image)
     pulumi.export(storage.OUTPUT, s.storageSize)  # what the next up's guard compares with

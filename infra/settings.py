@@ -47,10 +47,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("monitoringNamespace", "monitoring", "namespace of Prometheus; only it may scrape "
             "metrics ports"),
     Setting("clusterDomain", "cluster.local", "the cluster's DNS domain"),
-    Setting("brokers", 1, "combined broker+controller pods; 1 (dev) or 3+ (prod). Raising it on "
-            "a running stack grows the controller quorum in place (docs/runbooks/scaling-1-to-3.md)"),
+    Setting("brokers", 1, "combined broker+controller pods, an odd number: 1 (dev) or 3, 5, ... "
+            "(prod). Raising it on a running stack grows the controller quorum in place "
+            "(docs/runbooks/scaling-1-to-3.md); lowering it is refused (docs/deploy.md)"),
     Setting("clusterId", "", "the KRaft cluster id; empty: derived from the namespace's uid, so it "
             "lives as long as the retained volumes do (set it only to adopt a running cluster's id)"),
+    Setting("brokersRemovedByHand", 0, "set it to the new, smaller `brokers` once the extra "
+            "brokers' replicas are moved, their voters removed and the brokers unregistered by "
+            "hand (docs/deploy.md, \"Fewer brokers\"); 0: a smaller `brokers` is refused"),
     Setting("initialControllers", 0, "pods that formed the controller quorum when the stack "
             "was created; 0: the size the program recorded at the stack's first `pulumi up` "
             "(set it only for a stack whose record is missing or wrong; 1, or 3 up to `brokers`)"),
@@ -245,8 +249,12 @@ def _validate(v: dict[str, Any]) -> None:
         raise SettingsError("tlsMode must be self-signed or cert-manager")
     if v["tlsMode"] == "cert-manager" and not v["certManagerIssuer"]:
         raise SettingsError("tlsMode cert-manager needs certManagerIssuer")
-    if v["brokers"] < 1 or v["brokers"] == 2:
-        raise SettingsError("brokers must be 1 or at least 3 (a 2-voter quorum survives no failure)")
+    if v["brokers"] < 1 or v["brokers"] % 2 == 0:
+        n = v["brokers"]
+        raise SettingsError(
+            f"{PROJECT}:brokers is {n} but must be odd (1, 3, 5, ...): every broker is a "
+            f"controller quorum voter, and {n} voters survive no more failures than "
+            f"{max(n - 1, 1)} (a majority of {n} is {n // 2 + 1}); use {max(n - 1, 1)} or {n + 1}")
     _validate_initial_controllers(v["initialControllers"], v["brokers"])
     if quantity_bytes(v["storageSize"]) <= 0:
         raise SettingsError(f"{PROJECT}:storageSize must be larger than 0")

@@ -53,15 +53,17 @@ def patches(s: StackSettings, top: Topology) -> list[dict[str, Any]]:
     } for i in range(top.brokers)]
 
 
-def deployed_size() -> pulumi.Output:
-    """`storageSize` as this stack's last successful `pulumi up` left it (None: never)."""
+def last_deployment() -> pulumi.StackReference:
+    """This stack's outputs as its last successful `pulumi up` left them (none: never
+    deployed). One per program run: the guards that compare with the last deployment
+    (storageSize here, brokers in broker.py) share it."""
     me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    return pulumi.StackReference("last-deployment", stack_name=me).get_output(OUTPUT)
+    return pulumi.StackReference("last-deployment", stack_name=me)
 
 
-def guard(s: StackSettings, top: Topology) -> pulumi.Output:
+def guard(s: StackSettings, top: Topology, last: pulumi.StackReference) -> pulumi.Output:
     """Resolves once storageSize is safe to apply; raises StorageRefused otherwise."""
-    return deployed_size().apply(lambda current: check(s, top, current))
+    return last.get_output(OUTPUT).apply(lambda current: check(s, top, current))
 
 
 def _refuse(message: str) -> None:

@@ -83,6 +83,16 @@ def test_one_broker_grows_to_three_in_place(dev):
         assert replication(dev, topic) == (3, "2"), topic
 
 
+def test_fewer_brokers_are_refused_before_anything_changes(dev):
+    """The real engine runs the quorum guard (infra/quorum.py) against the grown stack."""
+    before = dev.pods()
+    with pytest.raises(Exception, match=r"brokers is 1 but the cluster runs 3: its controller "
+                                        r"quorum has 3 voters and 2 would vanish"):
+        dev.preview(brokers=1)
+    assert {k: p["metadata"]["uid"] for k, p in dev.pods().items()} == {
+        k: p["metadata"]["uid"] for k, p in before.items()}
+
+
 def test_a_new_principal_restarts_no_broker(dev, tmp_path):
     """A service team's pull request adds a principal: its Secret and SCRAM login appear, and
     no broker restarts (the reconciler Job creates the user in the metadata log)."""

@@ -55,7 +55,10 @@ def test_defaults_follow_the_issue():
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    ({"brokers": "2"}, "brokers must be 1 or at least 3"),
+    ({"brokers": "2"}, r"brokers is 2 but must be odd .* use 1 or 3"),
+    ({"brokers": "4"}, r"4 voters survive no more failures than 3 \(a majority of 4 is 3\); "
+                       r"use 3 or 5"),
+    ({"brokers": "0"}, r"brokers is 0 but must be odd"),
     ({"brokers": "three"}, "not a valid int"),
     ({"brokers": "true"}, "expected int"),
     ({"imageFlavor": "confluent"}, "imageFlavor"),
