@@ -179,9 +179,14 @@ def main(root: Path = ROOT) -> None:
         k8s.apply(m, in_ns)
     secret_res = [k8s.apply(m, in_ns) for m in secrets]
     kafka_res = [k8s.apply(m, in_ns) for m in kafka]
+    # A roll restarts one broker at a time and waits for it to be back in sync (the roll
+    # gate): the provider's default 10 minutes for the whole rollout is too short for 3+.
+    rollout = f"{10 + 10 * top.brokers}m"
     brokers = k8s.apply(sts, pulumi.ResourceOptions.merge(
         after(*ns, *secret_res, *kafka_res),
-        pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET)))
+        pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET,
+                               custom_timeouts=pulumi.CustomTimeouts(create=rollout,
+                                                                     update=rollout))))
     # The claims exist once the StatefulSet is ready. `destroy` leaves each patch's size on
     # its claim, which the namespace keeps: a patch managing the required storage request
     # cannot be deleted (pulumi destroy failed on it on the real cluster).

@@ -123,6 +123,7 @@ def render(stack: str, extra: dict[str, str] | None = None,
             options[request.name] = {"protect": bool(request.protect),
                                      "retain_on_delete": bool(request.retainOnDelete),
                                      "ignore_changes": sorted(request.ignoreChanges),
+                                     "update_timeout": request.customTimeouts.update or None,
                                      "secret_outputs": sorted(request.additionalSecretOutputs),
                                      "dependencies": sorted(u.split("::")[-1]
                                                             for u in request.dependencies)}

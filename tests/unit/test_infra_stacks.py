@@ -372,6 +372,8 @@ def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
     boot = env_map(gate)["HANZO_STREAM_BOOTSTRAP"]["value"].split(",")
     assert len(boot) == 3 and all(".kafka-headless." in b for b in boot)  # not the client Service
     assert spec["terminationGracePeriodSeconds"] > STOP_WAIT_SECONDS
+    # The rollout waits for each broker in turn: the provider's default 10 minutes is too short.
+    assert resource(render("prod"), "StatefulSet", "kafka")["update_timeout"] == "40m"
     pre = kafka_container(render("prod"))["lifecycle"]["preStop"]["exec"]["command"]
     dev = obj(render("dev"), "StatefulSet", "kafka")["spec"]["template"]["spec"]
     assert "lifecycle" not in dev["containers"][0]
