@@ -92,6 +92,7 @@ KAFKA_TOOLS = {
     "kafka-dump-log.sh": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-broker-api-versions.sh": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-leader-election.sh": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-cluster.sh": "org.apache.kafka.tools.ClusterTool",
 }
 SERVER_TOOL = "kafka-server-start.sh"
 # Apache's kafka-server-start.sh defaults, kept: a 1 GB heap and the broker's log4j2 file.

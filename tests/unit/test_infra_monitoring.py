@@ -43,8 +43,8 @@ def test_jmx_agent_runs_with_the_project_rules_file():
 
 
 def init_container(out: dict) -> dict:
-    (init,) = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]["initContainers"]
-    return init
+    inits = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]["initContainers"]
+    return next(c for c in inits if c["name"] == "jmx-agent")
 
 
 def run_init(out: dict, tmp: Path, files: dict[str, bytes], path: str = "/usr/bin:/bin"):
