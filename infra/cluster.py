@@ -171,6 +171,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         script = broker.entrypoint(flavor, top, r, paths)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
+        "priorityClassName": priority_class_name(top),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,  # service env vars would collide with KAFKA_* names
         "terminationGracePeriodSeconds": 120,  # room for a controlled shutdown
@@ -285,6 +286,21 @@ def pdb(top: Topology) -> dict:
         "spec": {"maxUnavailable": pdb_max_unavailable(top.brokers),
                  "selector": {"matchLabels": top.broker_labels}},
     }
+
+
+def priority_class_name(top: Topology) -> str:
+    """Cluster-scoped, so named after the namespace: stacks sharing a cluster never collide."""
+    return f"hanzo-stream-{top.namespace}-broker"
+
+
+def priority_class(top: Topology) -> dict:
+    """Brokers come before ordinary workloads when a node runs short: a broker evicted or
+    left Pending for an application pod costs every producer its acks=all writes."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": priority_class_name(top), "labels": top.broker_labels},
+            "value": 1_000_000, "globalDefault": False,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "description": f"Kafka brokers of hanzo-stream in namespace {top.namespace}"}
 
 
 def service_account(top: Topology) -> dict:

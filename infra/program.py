@@ -114,7 +114,8 @@ def main(root: Path = ROOT) -> None:
     script = founders.apply(lambda n: broker.entrypoint(
         flavor, top, broker.render(top, s.brokerConfigOverrides, founders=n)))
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
-    kafka = [cluster.service_account(top), *cluster.services(top), cluster.pdb(top),
+    kafka = [cluster.priority_class(top), cluster.service_account(top), *cluster.services(top),
+             cluster.pdb(top),
              cluster.jmx_config_map(top, files.jmx)]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
     extras = []

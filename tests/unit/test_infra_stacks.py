@@ -260,6 +260,11 @@ def test_every_workload_is_pinned_and_in_namespace(out):
     for m in manifests(out):
         if m["kind"] in ("Namespace",) or m["metadata"]["name"].startswith("grafana-dashboard-"):
             continue
+        if m["kind"] == "PriorityClass":  # cluster-scoped: named after the namespace instead
+            assert m["metadata"]["name"] == "hanzo-stream-hanzo-broker"
+            assert obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"][
+                "priorityClassName"] == m["metadata"]["name"]
+            continue
         assert m["metadata"]["namespace"] == "hanzo", m["metadata"]["name"]
 
 
