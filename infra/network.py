@@ -6,8 +6,13 @@
   only from the monitoring namespace;
 - Spark drivers and executors: only from the platform's Spark pods.
 The default deny selects pods by `app.kubernetes.io/part-of: hanzo-stream`, so it never
-touches other workloads that share the namespace. Egress is not restricted: clients
-outside the cluster (S3, ClickHouse, Maven Central for the JMX agent) vary per site.
+touches other workloads that share the namespace.
+
+Egress is restricted for the brokers, whose needs are known: DNS, and the other brokers'
+client, inter-broker and controller ports (the roll gate reads metadata through the client
+port); HTTPS too only when `jmxAgentUrl` has the init container download the agent. A
+broker that is taken over cannot reach anything else. The other pods' destinations (S3,
+ClickHouse, PagerDuty, the Kubernetes API for Spark) vary per site and are not restricted.
 """
 
 from __future__ import annotations
@@ -37,12 +42,33 @@ def _policy(top: Topology, name: str, selector: dict, ingress: list[dict]) -> di
     }
 
 
+def broker_egress(top: Topology, https: bool = False) -> dict:
+    brokers = top.broker_labels
+    rules = [
+        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},  # DNS
+        {"to": [{"podSelector": {"matchLabels": brokers}}],
+         "ports": _tcp(PORTS["client"], PORTS["internal"], PORTS["controller"])},
+    ]
+    if https:
+        rules.append({"ports": _tcp(443)})
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "kafka-egress", "namespace": top.namespace,
+                     "labels": labels("network", "kafka-egress")},
+        "spec": {"podSelector": {"matchLabels": brokers}, "policyTypes": ["Egress"],
+                 "egress": rules},
+    }
+
+
 def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace: str,
               schema_registry: dict | None, exporter: dict | None,
-              spark_selector: dict | None, monitoring_only: Sequence[dict] = ()) -> list[dict]:
-    """monitoring_only: {name, selector, port} of pods only the monitoring namespace may reach."""
+              spark_selector: dict | None, monitoring_only: Sequence[dict] = (),
+              broker_https: bool = False) -> list[dict]:
+    """monitoring_only: {name, selector, port} of pods only the monitoring namespace may reach;
+    broker_https: the brokers' init container downloads the JMX agent."""
     brokers = top.broker_labels
     out = [
+        broker_egress(top, broker_https),
         _policy(top, "hanzo-stream-default-deny", {"app.kubernetes.io/part-of": PART_OF}, []),
         _policy(top, "kafka-client", brokers, [
             {"from": [_ns_peer(client_namespaces)], "ports": _tcp(PORTS["client"])}]),

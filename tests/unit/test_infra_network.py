@@ -105,3 +105,49 @@ def test_client_namespaces_setting_widens_only_the_client_port():
                  "NetworkPolicy")
     assert allowed(ps, "hanzo", BROKER, 9093, "hanzo-batch", APP)
     assert not allowed(ps, "hanzo", BROKER, 9095, "hanzo-batch", APP)
+
+
+def egress_allowed(policies: list[dict], ns: str, pod: dict, port: int, dst_ns: str,
+                   dst_labels: dict, protocol: str = "TCP") -> bool:
+    """Kubernetes semantics for egress: restricted if any Egress policy selects the pod; then
+    allowed if any rule admits the destination (no `to`: anywhere) on that port."""
+    selecting = [p for p in policies if "Egress" in p["spec"]["policyTypes"]
+                 and p["metadata"]["namespace"] == ns and all(
+                     pod.get(k) == v for k, v in p["spec"]["podSelector"]["matchLabels"].items())]
+    if not selecting:
+        return True
+    for p in selecting:
+        for rule in p["spec"]["egress"]:
+            ports = [(x.get("protocol", "TCP"), x["port"]) for x in rule.get("ports", [])]
+            if ports and (protocol, port) not in ports:
+                continue
+            if not rule.get("to") or any(_peer_matches(peer, ns, dst_ns, dst_labels)
+                                         for peer in rule["to"]):
+                return True
+    return False
+
+
+@pytest.mark.parametrize(("port", "protocol", "dst_ns", "dst", "ok"), [
+    (53, "UDP", "kube-system", {"k8s-app": "kube-dns"}, True),  # DNS
+    (53, "TCP", "kube-system", {"k8s-app": "kube-dns"}, True),
+    (9093, "TCP", "hanzo", BROKER, True),  # the roll gate reads metadata from the others
+    (9094, "TCP", "hanzo", BROKER, True),  # replication
+    (9095, "TCP", "hanzo", BROKER, True),  # the quorum
+    (9093, "TCP", "hanzo", APP, False),  # not any pod's port 9093
+    (443, "TCP", "default", {"component": "apiserver"}, False),  # no API server, no internet
+    (5432, "TCP", "hanzo", APP, False),
+])
+def test_a_broker_reaches_only_dns_and_the_other_brokers(policies, port, protocol, dst_ns, dst, ok):
+    assert egress_allowed(policies, "hanzo", BROKER, port, dst_ns, dst, protocol) is ok
+
+
+def test_other_pods_egress_is_not_restricted(policies):
+    assert egress_allowed(policies, "hanzo", APP, 443, "default", {})
+
+
+def test_a_jmx_agent_download_opens_https_for_the_brokers_only_then():
+    sets = (("jmxAgentUrl", "https://mirror.example.com/agent.jar"),
+            ("initImage", "docker.io/curlimages/curl:8.11.1"))
+    pols = of_kind(render("prod", sets), "NetworkPolicy")
+    assert egress_allowed(pols, "hanzo", BROKER, 443, "internet", {})
+    assert not egress_allowed(pols, "hanzo", BROKER, 80, "internet", {})
