@@ -166,7 +166,7 @@ def test_destroy_and_up_again_keep_every_acknowledged_event(dev):
     assert len(volumes) == 3
     t = time.monotonic()
     dev.deployer.destroy(dev.name, dev.env)
-    wait_for(lambda: not dev.pods(), 300, "the brokers gone")
+    wait_for(lambda: not dev.pods(), 600, "the brokers gone")  # preStop: up to 180 s
     destroyed = time.monotonic() - t
     t = time.monotonic()
     dev.up()
