@@ -89,7 +89,10 @@ def topic_min_isr(admin, topics: Iterable[str], timeout: float = 30.0) -> dict[s
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     out: dict[str, int] = {}
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)]
+    if not resources:  # a broker with no replicas yet (just added): the client refuses []
+        return out
+    futures = admin.describe_configs(resources)
     for res, fut in futures.items():
         entry = fut.result(timeout=timeout).get("min.insync.replicas")
         if entry is not None and entry.value is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.roll_gate import Partition, judge
+from hanzo_stream.roll_gate import Partition, judge, topic_min_isr
 
 BROKERS = range(5)
 
@@ -66,3 +66,14 @@ def test_stopping_a_broker_the_gate_allows_never_breaks_min_isr(raw, min_isr, da
         need = min_isr[q.topic]
         if len(q.replicas) > need and len(q.isr) >= need:
             assert len([r for r in q.isr if r != b]) >= need, q
+
+
+def test_a_broker_without_replicas_asks_for_no_configs():
+    """A pod just added hosts nothing yet: the client refuses an empty describe_configs, and
+    a gate that failed on it kept the new brokers unready, so the growth never finished."""
+    class Admin:
+        def describe_configs(self, resources):
+            raise AssertionError("called with nothing to describe")
+
+    assert topic_min_isr(Admin(), set()) == {}
+    assert judge(1, [Partition("a", 0, (0,), (0,))], {}).in_sync
