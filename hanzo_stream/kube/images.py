@@ -282,11 +282,18 @@ class Stage:
 DONE = "stage.json"  # written last: the stage is complete
 
 
+PRUNE_AFTER_SECONDS = 86_400
+
+
 def _prune(directory: Path, name: str, keep: str) -> None:
-    """Drop older builds of `name` (other keys): each stage keeps only its newest build."""
+    """Drop builds of `name` with other keys once a day old. Not at once: two checkouts
+    building side by side (a developer's and CI's) would delete each other's archives, and
+    a rebuilt image is a new digest under the same tag (seen: a test's images changed
+    under it mid-run)."""
     pattern = re.compile(rf"^{re.escape(name)}-[0-9a-f]+(\..+)?$")
+    old = time.time() - PRUNE_AFTER_SECONDS
     for p in directory.glob(f"{name}-*"):
-        if pattern.match(p.name) and not p.name.startswith(keep):
+        if pattern.match(p.name) and not p.name.startswith(keep) and p.stat().st_mtime < old:
             if p.is_dir():
                 shutil.rmtree(p)
             else:

@@ -468,3 +468,22 @@ def test_import_is_idempotent(monkeypatch, tmp_path, fake_ctr):
     assert json.loads(state.read_text()) == {"localhost/x:1": "sha256:abc"}
     assert images.import_images(ctr, ["x"]) == []
     assert images.present_digest(ctr, "localhost/other:1") is None
+
+
+def test_other_builds_are_pruned_only_once_a_day_old(tmp_path):
+    """Another checkout's build of the same image (CI beside a developer) stays usable."""
+    import os
+    import time
+
+    from hanzo_stream.kube.images import PRUNE_AFTER_SECONDS, _prune
+
+    for d in ("kafka-aaaa", "kafka-bbbb", "kafka-eeee", "kafka-flavor-dddd"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "kafka-cccc.tar").write_text("")
+    stale = time.time() - PRUNE_AFTER_SECONDS - 60
+    for old in ("kafka-bbbb", "kafka-cccc.tar", "kafka-flavor-dddd"):
+        os.utime(tmp_path / old, (stale, stale))
+    _prune(tmp_path, "kafka", "kafka-aaaa")
+    # kept: this build, another one made today, and another stage's (not kafka-<hex>)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "kafka-aaaa", "kafka-eeee", "kafka-flavor-dddd"]
