@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hanzo_stream.broker_config import Replication
+from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SAFE
 
 from . import broker
 from .broker import Flavor, Paths, Rendered
@@ -114,9 +115,9 @@ def roll_gate_container(s: StackSettings, top: Topology) -> dict:
         "command": ["python", "-m", "hanzo_stream.roll_gate", "--dir", GATE_DIR],
         "env": connection_env(top, ADMIN, bootstrap=everyone),
         "readinessProbe": {"exec": {"command": [
-            "/bin/sh", "-c", _fresh(f"{GATE_DIR}/in-sync", 30)]}, "periodSeconds": 5},
+            "/bin/sh", "-c", _fresh(f"{GATE_DIR}/{IN_SYNC}", 30)]}, "periodSeconds": 5},
         "livenessProbe": {"exec": {"command": [
-            "/bin/sh", "-c", _fresh(f"{GATE_DIR}/alive", 90)]},
+            "/bin/sh", "-c", _fresh(f"{GATE_DIR}/{ALIVE}", 90)]},
             "initialDelaySeconds": 60, "periodSeconds": 30},
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
                       "limits": {"cpu": "200m", "memory": "192Mi"}},
@@ -131,7 +132,7 @@ def wait_for_gate() -> dict:
     ISR without this broker (a roll, a drain, a delete alike), or after STOP_WAIT_SECONDS."""
     return {"exec": {"command": ["/bin/sh", "-c", (
         f"end=$(( $(date +%s) + {STOP_WAIT_SECONDS} )); "
-        f"until {_fresh(GATE_DIR + '/safe-to-stop', 30)} || [ $(date +%s) -ge $end ]; "
+        f"until {_fresh(f'{GATE_DIR}/{SAFE}', 30)} || [ $(date +%s) -ge $end ]; "
         "do sleep 2; done")]}}
 
 
