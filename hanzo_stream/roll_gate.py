@@ -110,20 +110,22 @@ def _write(path: Path, on: bool, text: str) -> None:
 
 
 def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
-        rounds: int | None = None, min_isr_every: float = 60.0) -> Verdict | None:
+        rounds: int | None = None, min_isr_every: float = 60.0) -> None:
     """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM."""
     state_dir.mkdir(parents=True, exist_ok=True)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     min_isr: dict[str, int] = {}
     fetched_at = float("-inf")
-    said, verdict, n = "", None, 0
+    said, n = "", 0
     while not stop["now"] and (rounds is None or n < rounds):
         n += 1
         try:
             parts = observe(admin)
-            if time.monotonic() - fetched_at > min_isr_every:
-                min_isr = topic_min_isr(admin, {p.topic for p in parts if broker in p.replicas})
+            hosted = {p.topic for p in parts if broker in p.replicas}
+            # Refreshed every minute, and at once for a topic this broker has just got.
+            if time.monotonic() - fetched_at > min_isr_every or not hosted <= min_isr.keys():
+                min_isr = topic_min_isr(admin, hosted)
                 fetched_at = time.monotonic()
             verdict = judge(broker, parts, min_isr)
             now = verdict.describe()
@@ -138,7 +140,6 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
             said = now
         if rounds is None or n < rounds:
             time.sleep(interval)
-    return verdict
 
 
 def main(argv: list[str] | None = None) -> int:
