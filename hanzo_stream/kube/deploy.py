@@ -204,11 +204,17 @@ class Deployer:
             raise RuntimeError(f"pulumi config set --secret {key} failed: {out.stderr[-2000:]}")
 
     def up(self, name: str, env: str, settings: Mapping[str, Any] = (),
-           on_output: Callable[[str], None] | None = None, replace: list[str] | None = None):
-        """`pulumi up`; replace: resources (logical names) to replace, as `--replace` does."""
+           on_output: Callable[[str], None] | None = None,
+           replace: list[str] | None = None) -> tuple[Any, Plan]:
+        """`pulumi up`, and what the engine did resource by resource (the same steps a
+        preview plans, so no preview is needed to know them); replace: resources (logical
+        names) to replace, as `--replace` does."""
         st = self.stack(name, env, settings)
         urns = [self.urn(name, n) for n in replace or ()]
-        return st.up(on_output=on_output, color="never", replace=urns or None)
+        steps, on_event = _step_recorder()
+        result = st.up(on_event=on_event, on_output=on_output, color="never",
+                       replace=urns or None)
+        return result, Plan(steps, dict(result.summary.resource_changes or {}))
 
     def urn(self, stack: str, resource: str) -> str:
         """The URN of one of the stack's resources, by logical name (from the state)."""
@@ -231,16 +237,7 @@ class Deployer:
         replace: as for up()."""
         st = self.stack(name, env, settings)
         urns = [self.urn(name, n) for n in replace or ()]
-        steps: list[dict] = []
-
-        def on_event(ev) -> None:
-            pre = getattr(ev, "resource_pre_event", None)
-            if pre is not None and pre.metadata.op.value not in ("same", "read"):
-                m = pre.metadata
-                steps.append({"op": m.op.value, "type": m.type, "urn": m.urn,
-                              "name": m.urn.rsplit("::", 1)[-1],
-                              "keys": list(m.diffs or m.keys or [])})
-
+        steps, on_event = _step_recorder()
         result = st.preview(on_event=on_event, on_output=on_output, color="never", diff=True,
                             replace=urns or None)
         return Plan(steps, dict(result.change_summary))
@@ -249,15 +246,37 @@ class Deployer:
         return self.stack(name, env).destroy(on_output=on_output, color="never")
 
 
+REPLACE_STEPS = {"replace", "create-replacement", "delete-replaced"}
+
+
+def _step_recorder() -> tuple[list[dict], Callable[[Any], None]]:
+    """A list the engine's events fill with every resource step that changes something."""
+    steps: list[dict] = []
+
+    def on_event(ev) -> None:
+        pre = getattr(ev, "resource_pre_event", None)
+        if pre is not None and pre.metadata.op.value not in ("same", "read"):
+            m = pre.metadata
+            steps.append({"op": m.op.value, "type": m.type, "urn": m.urn,
+                          "name": m.urn.rsplit("::", 1)[-1],
+                          "keys": list(m.diffs or m.keys or [])})
+    return steps, on_event
+
+
 @dataclass
 class Plan:
     steps: list[dict]
     summary: dict[str, int]
 
     def ops(self, kind: str | None = None) -> dict[str, str]:
-        """name -> operation, optionally of one Kubernetes kind (`StatefulSet`)."""
-        return {s["name"]: s["op"] for s in self.steps
-                if kind is None or s["type"].endswith(f":{kind}")}
+        """name -> operation, optionally of one Kubernetes kind (`StatefulSet`). A replacement
+        is several steps (create-replacement, replace, delete-replaced): it reads `replace`."""
+        out: dict[str, str] = {}
+        for s in self.steps:
+            if kind is None or s["type"].endswith(f":{kind}"):
+                op = "replace" if s["op"] in REPLACE_STEPS else s["op"]
+                out[s["name"]] = "replace" if out.get(s["name"]) == "replace" else op
+        return out
 
     @property
     def changes(self) -> int:

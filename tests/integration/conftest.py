@@ -150,6 +150,10 @@ def hip_cluster(kafka_cluster: Cluster, registry: Registry) -> Cluster:
 
 
 TEST_NODE = "hanzo-kt"  # + pid: a test session's node (its netns and cgroup root)
+# HANZO_STREAM_KUBE_REUSE=1: the developer's node, kept after the session. Stacks deployed on it
+# are destroyed at the end; a session's own node goes whole, with everything on it (`pulumi
+# destroy` itself is proven by test_kube_3_growth).
+KEEP_NODE = bool(os.environ.get("HANZO_STREAM_KUBE_REUSE"))
 
 
 @pytest.fixture(scope="session")
@@ -160,7 +164,7 @@ def kube_node(tmp_path_factory) -> Iterator:
     from hanzo_stream.kube import netns
     from hanzo_stream.kube.node import Node
 
-    if os.environ.get("HANZO_STREAM_KUBE_REUSE"):
+    if KEEP_NODE:
         node = Node()
         node.up()
         yield node
@@ -205,4 +209,5 @@ def kube_dev(kube_node, tmp_path_factory):
     print(f"\npulumi up local-dev: {dict(result.summary.resource_changes or {})} "
           f"in {time.monotonic() - t:.0f}s")
     yield stack
-    stack.deployer.destroy(stack.name, stack.env)
+    if KEEP_NODE:
+        stack.deployer.destroy(stack.name, stack.env)

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from .conftest import wait_for
-from .kube import admin_properties, brokers_ready, change, checkout_with, in_node, record
+from .kube import admin_properties, brokers_ready, change, checkout_with, in_node, record, replication
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(4500)]
 
@@ -36,16 +36,6 @@ def kafka_tool(dev, tool: str, *args: str) -> str:
     return dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", f"{BIN}/{tool}",
                        "--bootstrap-server", b, "--command-config", conf, *args,
                        timeout=600).stdout  # a JVM per call: minutes on a loaded machine
-
-
-def replication(dev, topic: str) -> tuple[int, str]:
-    """(replication factor, min.insync.replicas) of a topic, as the brokers report them."""
-    described = kafka_tool(dev, "kafka-topics.sh", "--describe", "--topic", topic)
-    rf = int(described.split("ReplicationFactor:")[1].split()[0])
-    configs = kafka_tool(dev, "kafka-configs.sh", "--describe", "--all", "--entity-type", "topics",
-                         "--entity-name", topic)
-    isr = next(ln for ln in configs.splitlines() if "min.insync.replicas=" in ln)
-    return rf, isr.split("min.insync.replicas=")[1].split()[0]
 
 
 def data_volumes(dev) -> dict[str, str]:
@@ -79,8 +69,9 @@ def test_one_broker_grows_to_three_in_place(dev):
     quorum = kafka_tool(dev, "kafka-metadata-quorum.sh", "describe", "--replication")
     statuses = [ln.split()[-1] for ln in quorum.splitlines()[1:] if ln.split()]
     assert sorted(statuses) == ["Follower", "Follower", "Leader"], quorum
-    for topic in ("llm_usage", "billing_events", "__consumer_offsets"):
-        assert replication(dev, topic) == (3, "2"), topic
+    topics = ("llm_usage", "billing_events", "__consumer_offsets")
+    assert replication(dev, *topics) == {"brokers": [0, 1, 2],
+                                         **{t: {"rf": [3], "min_isr": "2"} for t in topics}}
 
 
 def test_fewer_brokers_are_refused_before_anything_changes(dev):

@@ -7,17 +7,14 @@ through the roll gate: the broker stops only when no partition would fall under 
 
 from __future__ import annotations
 
-import json
-import sys
-import textwrap
 import time
 
 import pytest
 
 from hanzo_stream.kube.deploy import Deployer
 
-from .conftest import wait_for
-from .kube import Stack, brokers_ready, in_node, load, record
+from .conftest import KEEP_NODE, wait_for
+from .kube import Stack, brokers_ready, load, record, replication
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -34,27 +31,14 @@ def prod(kube_node, tmp_path_factory):
     stack.up()
     record("prod stack up", seconds=round(time.monotonic() - t))
     yield stack
-    stack.deployer.destroy(stack.name, stack.env)
-
-
-REPLICATION = textwrap.dedent("""
-    import json
-    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-    from hanzo_stream.connection import Connection
-    admin = AdminClient(Connection.from_env().confluent())
-    md = admin.list_topics("llm_usage", timeout=60).topics["llm_usage"]
-    res = ConfigResource(ResourceType.TOPIC, "llm_usage")
-    cfg = admin.describe_configs([res])[res].result(timeout=60)
-    print(json.dumps({"brokers": sorted(admin.list_topics(timeout=60).brokers),
-                      "rf": sorted({len(p.replicas) for p in md.partitions.values()}),
-                      "min_isr": cfg["min.insync.replicas"].value}))
-""")
+    if KEEP_NODE:
+        stack.deployer.destroy(stack.name, stack.env)
 
 
 def test_prod_up_runs_three_brokers_with_the_prod_replication(prod):
     assert brokers_ready(prod, 3)
-    out = in_node(prod.node, [sys.executable, "-c", REPLICATION], env=prod.client_env("admin"))
-    assert json.loads(out.stdout) == {"brokers": [0, 1, 2], "rf": [3], "min_isr": "2"}
+    assert replication(prod, "llm_usage") == {"brokers": [0, 1, 2],
+                                              "llm_usage": {"rf": [3], "min_isr": "2"}}
 
 
 def test_preview_right_after_up_plans_no_changes(prod):
