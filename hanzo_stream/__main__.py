@@ -1,5 +1,5 @@
 """`python -m hanzo_stream ...` is `hanzo-stream ...` (for environments without the script on PATH)."""
 
-from hanzo_stream.cli import app
+from hanzo_stream.cli import main
 
-app(prog_name="hanzo-stream")
+main()

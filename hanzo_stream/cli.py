@@ -1,6 +1,7 @@
 """The `hanzo-stream` command line. Sub-command groups live next to what they drive.
 
-Exit codes, for CI: 0 success / no changes, 2 changes pending (plan), 1 error.
+Exit codes, for CI (EXIT below; docs/cli.md): 0 success / no changes, 1 error, 2 changes
+pending (plan), 64 usage error (an unknown flag, a bad value), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,60 +14,134 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from .connection import Connection, ConnectionError_
-from .registry import RegistryInvalid, load_registry
+try:  # typer >= 0.20 carries its own click
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException, UsageError
+
+from .cli_common import EXIT, console, registry_or_exit
+from .connection import ENV, Connection, ConnectionError_
+from .reconcile.replication import DEFAULT_THROTTLE
+from .reconcile.secrets import SECRETS_FILE_ENV
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Hanzo Stream: topics.yaml registry, reconciler, schemas, jobs, local platform.")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
-Bootstrap = Annotated[str | None, typer.Option(help="Brokers [env HANZO_STREAM_BOOTSTRAP].")]
-Protocol = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SECURITY_PROTOCOL]")]
-Mechanism = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_MECHANISM]")]
-Username = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_USERNAME]")]
-Password = Annotated[str | None, typer.Option(help="[env HANZO_STREAM_SASL_PASSWORD]")]
-CaFile = Annotated[str | None, typer.Option(help="CA bundle [env HANZO_STREAM_CA_FILE].")]
+# The connection flags, each with the environment variable it overrides (connection.ENV).
+Bootstrap = Annotated[str | None, typer.Option(
+    help="Brokers, host:port[,host:port].", envvar=ENV["bootstrap"], show_envvar=True)]
+Protocol = Annotated[str | None, typer.Option(
+    help="SASL_SSL (default), SASL_PLAINTEXT, SSL or PLAINTEXT.", envvar=ENV["security_protocol"],
+    show_envvar=True)]
+Mechanism = Annotated[str | None, typer.Option(
+    help="SCRAM-SHA-512 (default) or PLAIN.", envvar=ENV["sasl_mechanism"], show_envvar=True)]
+Username = Annotated[str | None, typer.Option(
+    help="The principal.", envvar=ENV["username"], show_envvar=True)]
+Password = Annotated[str | None, typer.Option(
+    help="Its password (prefer the variable: a flag shows in the process list).",
+    envvar=ENV["password"], show_envvar=True)]
+CaFile = Annotated[str | None, typer.Option(
+    help="CA bundle (PEM) the brokers' certificates chain to.", envvar=ENV["ca_file"],
+    show_envvar=True)]
 SecretsFile = Annotated[Path | None, typer.Option(
-    help="JSON {principal: password} for SCRAM users [env HANZO_STREAM_SECRETS_FILE]; "
-         "HANZO_STREAM_PASSWORD_<NAME> wins.")]
+    help="JSON {principal: password} for SCRAM users; HANZO_STREAM_PASSWORD_<NAME> wins.",
+    envvar=SECRETS_FILE_ENV, show_envvar=True)]
 AllowDelete = Annotated[bool, typer.Option(
     help="Delete topics and ACLs the registry does not list (never internal topics).")]
 MaxDeletions = Annotated[int, typer.Option(help="Refuse the plan if it deletes more topics.")]
 Rotate = Annotated[bool, typer.Option(help="Reset every declared SCRAM user's password.")]
-Throttle = Annotated[int | None, typer.Option(
-    help="Replication throttle while replicas copy, bytes/s per broker, leader and follower "
-         "side [default: 50000000].")]
+Throttle = Annotated[int, typer.Option(
+    help="Replication throttle while replicas copy, bytes/s per broker, leader and follower side.")]
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    from . import versions
+
+    try:
+        mine = installed("hanzo-stream")
+    except PackageNotFoundError:  # run from a checkout without installing it
+        mine = "unknown"
+    return (f"hanzo-stream {mine} (Kafka {versions.KAFKA_VERSION}, "
+            f"Spark {versions.SPARK_VERSION}, Python {sys.version.split()[0]})")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(version())
+        raise typer.Exit(EXIT["ok"])
+
+
+@app.callback()
+def _options(_: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version (and the Kafka and Spark it drives) and exit.")] = False) -> None:
+    pass
+
+
+def main() -> None:
+    """The console script: `app`, with usage errors on an exit code of their own (EXIT)."""
+    from typer import rich_utils
+
+    try:
+        code = app(prog_name="hanzo-stream", standalone_mode=False)
+    except UsageError as e:  # an unknown flag or command, a bad or missing value, no command
+        rich_utils.rich_format_error(e)  # (no command: the help, already printed)
+        code = EXIT["usage"]
+    except ClickException as e:
+        rich_utils.rich_format_error(e)
+        code = e.exit_code
+    except typer.Abort:
+        err.print("interrupted")
+        code = EXIT["interrupted"]
+    sys.exit(code if isinstance(code, int) else EXIT["ok"])
 
 
 def _registry(path: Path):
-    try:
-        return load_registry(path)
-    except RegistryInvalid as e:
-        for p in e.problems:
-            err.print(f"[red]error[/red] {escape(str(p))}")
-        err.print(f"[bold red]{len(e.problems)} problem(s) in {path}; nothing was changed.[/]")
-        raise typer.Exit(1) from None
+    return registry_or_exit(path, err)
 
 
 def _connection(bootstrap, protocol, mechanism, username, password, ca_file) -> Connection:
     try:
-        return Connection.from_env(bootstrap=bootstrap, security_protocol=protocol,
+        conn = Connection.from_env(bootstrap=bootstrap, security_protocol=protocol,
                                    sasl_mechanism=mechanism, username=username,
                                    password=password, ca_file=ca_file)
     except ConnectionError_ as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT["error"]) from None
+    missing = conn.login_missing()
+    if missing:
+        err.print(f"[red]error:[/red] {escape(missing)}")
+        raise typer.Exit(EXIT["error"])
+    return conn
 
 
 def _admin(conn: Connection):
+    """An admin client, once `check`'s diagnosis finds nothing wrong: a cluster that cannot
+    be reached or logged into fails in seconds with the cause, not after the clients' retries
+    (and their log lines, which go nowhere: the diagnosis says what they would)."""
+    import logging
+
+    from .diagnose import diagnose
     from .reconcile import CountingAdmin
 
-    return CountingAdmin.connect(conn)
+    problem = diagnose(conn)
+    if problem:
+        err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap} "
+                  f"({problem.kind}): {escape(problem.message)}")
+        raise typer.Exit(EXIT["error"])
+    quiet = logging.getLogger("hanzo_stream.librdkafka")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    return CountingAdmin.connect(conn, logger=quiet)
 
 
 @app.command()
@@ -105,7 +180,6 @@ def check(
 
 def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle):
     from .reconcile import Options, plan
-    from .reconcile.replication import DEFAULT_THROTTLE
     from .reconcile.secrets import load_passwords
 
     admin = _admin(conn)
@@ -130,12 +204,12 @@ def plan(
     out_file: Annotated[Path | None, typer.Option("--out", help="Save the plan for apply.")] = None,
     allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
     rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
-    throttle: Throttle = None,
+    throttle: Throttle = DEFAULT_THROTTLE,
     bootstrap: Bootstrap = None, security_protocol: Protocol = None,
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Show what apply would change. Exit 0 no changes, 2 changes pending, 1 error."""
+    """Show what apply would change. Exit 0 no changes, 2 changes pending, 1 error, 64 usage."""
     from .reconcile.render import print_plan
 
     reg = _registry(registry)
@@ -160,7 +234,7 @@ def apply(
     plan_file: Annotated[Path | None, typer.Option("--plan", help="A plan saved by plan --out.")] = None,
     allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
     rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
-    throttle: Throttle = None,
+    throttle: Throttle = DEFAULT_THROTTLE,
     wait: Annotated[float | None, typer.Option(
         help="Seconds to follow a replica move before exiting 1 with it still running "
              "(re-run apply to resume); default: 3x the estimate, 5 min at least.")] = None,

@@ -52,6 +52,15 @@ class Connection:
             )
         return cls(**{k: v for k, v in values.items() if v is not None})
 
+    def login_missing(self) -> str | None:
+        """Why this connection cannot log in before trying (librdkafka would raise deep inside
+        a client's constructor), or None."""
+        if self.uses_sasl and not (self.username and self.password):
+            return (f"{self.security_protocol} needs a username and a password: set "
+                    f"{ENV['username']} and {ENV['password']} (or pass --sasl-username and "
+                    f"--sasl-password)")
+        return None
+
     def as_principal(self, username: str, password: str) -> Connection:
         return replace(self, username=username, password=password)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from ..cli_common import console
 from ..connection import ConnectionError_
 from ..registry import RegistryInvalid, load_registry
 from .process import record_exit
@@ -21,8 +21,8 @@ from .spec import SpecInvalid, list_specs, load_spec
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="The consumer-group jobs (PySpark): list, show, run.")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
 ConsumersOpt = Annotated[Path, typer.Option("--consumers", help="Directory of job specs.")]
@@ -72,8 +72,9 @@ def run(
     name: str,
     once: Annotated[bool, typer.Option("--once", help="Process what is there now, then stop.")] = False,
     registry: RegistryOpt = Path("topics.yaml"), consumers: ConsumersOpt = Path("consumers"),
-    master: Annotated[str | None, typer.Option(help="Spark master [env HANZO_STREAM_SPARK_MASTER, "
-                                                    "default local[2]].")] = None,
+    master: Annotated[str | None, typer.Option(
+        help="Spark master (default: local\\[2]).", envvar="HANZO_STREAM_SPARK_MASTER",
+        show_envvar=True)] = None,
 ) -> None:
     """Run a job on local Spark as its registry principal (Ctrl-C stops it cleanly)."""
     from .runner import run as run_job

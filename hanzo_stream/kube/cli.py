@@ -9,13 +9,13 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from ..cli_common import console as make_console
 from .node import Node, NodeFailed
 
 app = typer.Typer(no_args_is_help=True)
-console = Console(stderr=True, highlight=False)
+console = make_console(stderr=True)
 
 
 @app.command()

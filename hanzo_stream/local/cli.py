@@ -10,19 +10,25 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from ..cli_common import console as make_console
+from ..cli_common import registry_or_exit
 from ..kube.cli import app as kube_app
 from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
 app = typer.Typer(no_args_is_help=True)
 app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
-console = Console(stderr=True, highlight=False)
-RegistryOpt = Annotated[Path, typer.Option("--registry", "-r")]
+console = make_console(stderr=True)
+RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
+
+
+def _context(registry: Path, brokers: int | None = None) -> platform.Context:
+    return platform.context(registry_or_exit(registry, console), console, brokers)
 
 
 @app.command()
@@ -38,7 +44,7 @@ def up(
     """Start the platform (or --only some of it), then watch events flow; safe to re-run."""
     if brokers not in (None, 1, 3):
         raise typer.BadParameter("use 1 or 3 brokers", param_hint="--brokers")
-    ctx = platform.context(registry, console, brokers)
+    ctx = _context(registry, brokers)
     try:
         failed = platform.up(ctx, {s.strip() for s in only.split(",")} if only else None)
     except Exception as e:
@@ -121,7 +127,7 @@ def scale(brokers: Annotated[int, typer.Option(help="The new number of brokers (
     """Add brokers to the running cluster, live: each joins the controller quorum too."""
     if brokers < 3:
         raise typer.BadParameter("a cluster grows to 3 brokers or more", param_hint="--brokers")
-    ctx = platform.context(registry, console)
+    ctx = _context(registry)
     try:
         with console.status(f"growing the cluster to {brokers} brokers ..."):
             summary = platform.scale(ctx, brokers)
@@ -135,7 +141,7 @@ def scale(brokers: Annotated[int, typer.Option(help="The new number of brokers (
 def down(purge: Annotated[bool, typer.Option(help="Also delete data, logs and credentials.")] = False,
          registry: RegistryOpt = Path("topics.yaml")) -> None:
     """Stop everything; data is kept unless --purge."""
-    platform.down(platform.context(registry, console), purge)
+    platform.down(_context(registry), purge)
 
 
 @app.command()
@@ -147,7 +153,7 @@ def env(principal: Annotated[str, typer.Option(help="Connect as this principal."
     As admin it also names the 0600 credentials file (HANZO_STREAM_SECRETS_FILE), so a plain
     `hanzo-stream apply` finds every principal's password without one being printed.
     """
-    ctx = platform.context(registry, console)
+    ctx = _context(registry)
     try:
         conn = ctx.connection(principal, mechanism)
     except (KeyError, RuntimeError) as e:
@@ -162,7 +168,7 @@ def env(principal: Annotated[str, typer.Option(help="Connect as this principal."
 def status(json_: Annotated[bool, typer.Option("--json")] = False,
            registry: RegistryOpt = Path("topics.yaml")) -> None:
     """Show what runs and how the pipeline is doing."""
-    ctx = platform.context(registry, console)
+    ctx = _context(registry)
     st: dict[str, Any] = {"components": platform.status(ctx), "pipeline": _safe_pipeline(ctx)}
     if json_:
         sys.stdout.write(json.dumps(st, indent=2) + "\n")

@@ -27,7 +27,7 @@ from ..jobs import process
 from ..jobs.spec import list_specs
 from ..monitoring import JMX_RULES_FILE
 from ..monitoring.daemon import Daemon
-from ..registry import Registry, load_registry
+from ..registry import Registry
 from . import (
     alertmanager,
     credentials,
@@ -345,8 +345,8 @@ def service_exports(ctx: Context) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in urls.items() if v)
 
 
-def context(registry_path: Path, console: Console, brokers: int | None = None) -> Context:
-    return Context(state_dir(), load_registry(registry_path), console, brokers)
+def context(registry: Registry, console: Console, brokers: int | None = None) -> Context:
+    return Context(state_dir(), registry, console, brokers)
 
 
 def up(ctx: Context, only: set[str] | None = None) -> list[str]:

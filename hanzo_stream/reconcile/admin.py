@@ -34,10 +34,10 @@ class CountingAdmin:
         self.calls: Counter[str] = Counter()
 
     @classmethod
-    def connect(cls, conn: Connection) -> CountingAdmin:
+    def connect(cls, conn: Connection, **config: Any) -> CountingAdmin:
         from confluent_kafka.admin import AdminClient
 
-        return cls(AdminClient(conn.confluent() | {"log_level": 4}), conn)
+        return cls(AdminClient(conn.confluent() | {"log_level": 4} | config), conn)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._admin, name)

@@ -9,27 +9,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from ..cli_common import console, registry_or_exit
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Event schemas: validation, the BACKWARD gate, schema-registry sync.")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 SchemasDir = Annotated[Path, typer.Option("--schemas", help="The schemas directory.")]
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file (topics.yaml).")]
 
 
 def _registry(path: Path):
-    from ..registry import RegistryInvalid, load_registry
-
-    try:
-        return load_registry(path)
-    except RegistryInvalid as e:
-        for p in e.problems:
-            err.print(f"[red]error[/red] {escape(str(p))}")
-        raise typer.Exit(1) from None
+    return registry_or_exit(path, err)
 
 
 @app.command()
@@ -69,9 +63,10 @@ def check(
 def register(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show changes; write nothing.")] = False,
     url: Annotated[str | None, typer.Option(
-        help="Registry URL (Confluent API) [env HANZO_STREAM_SCHEMA_REGISTRY_URL].")] = None,
+        help="Registry URL (Confluent API).", envvar="HANZO_STREAM_SCHEMA_REGISTRY_URL",
+        show_envvar=True)] = None,
     basic_auth: Annotated[str | None, typer.Option(
-        help="user:password [env HANZO_STREAM_SCHEMA_REGISTRY_AUTH].")] = None,
+        help="user:password.", envvar="HANZO_STREAM_SCHEMA_REGISTRY_AUTH", show_envvar=True)] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     schemas_dir: SchemasDir = Path("schemas"),
     registry: RegistryOpt = Path("topics.yaml"),

@@ -1,0 +1,104 @@
+"""The command line as a user meets it: one meaning per exit code, no traceback for a user's
+mistake, a dead cluster reported in seconds, every environment variable in --help, lines
+never folded into a log. Runs the real console entry (python -m hanzo_stream), no cluster."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hanzo_stream import versions
+from hanzo_stream.cli_common import EXIT
+from hanzo_stream.connection import ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HANZO_STREAM_")}
+    clean |= {"PYTHONPATH": str(ROOT), "COLUMNS": "100"} | (env or {})
+    return subprocess.run([sys.executable, "-m", "hanzo_stream", *args], cwd=cwd, env=clean,
+                          capture_output=True, text=True, timeout=120)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once the socket is closed
+
+
+def no_traceback(p: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in p.stdout + p.stderr, p.stderr[-3000:]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("plan", "--bogus"), "No such option: --bogus"),
+    (("plan", "--max-deletions", "many"), "Invalid value for '--max-deletions'"),
+    (("nosuch",), "No such command"),
+    (("local", "up", "--brokers"), "requires an argument"),
+])
+def test_usage_errors_have_an_exit_code_of_their_own(args, words):
+    p = run(*args)
+    assert p.returncode == EXIT["usage"] != EXIT["changes"], p
+    assert words in p.stderr
+    no_traceback(p)
+
+
+def test_the_codes_are_distinct():
+    assert len(set(EXIT.values())) == len(EXIT)
+
+
+def test_version_and_short_help():
+    v = run("--version")
+    assert v.returncode == 0 and f"Kafka {versions.KAFKA_VERSION}" in v.stdout
+    for args in (("-h",), ("plan", "-h"), ("local", "kube", "-h")):
+        h = run(*args)
+        assert h.returncode == 0 and "Usage:" in h.stdout, args
+
+
+def test_help_names_every_connection_variable():
+    out = run("plan", "-h").stdout
+    for var in (*ENV.values(), "HANZO_STREAM_SECRETS_FILE"):
+        assert var in out, var
+
+
+def test_sasl_without_a_username_says_which_variables_to_set():
+    p = run("plan", "--bootstrap", f"127.0.0.1:{closed_port()}")
+    assert p.returncode == EXIT["error"]
+    assert ENV["username"] in p.stderr and ENV["password"] in p.stderr
+    no_traceback(p)
+
+
+def test_a_dead_cluster_fails_in_seconds_with_the_diagnosis_and_no_library_noise():
+    t = time.monotonic()
+    p = run("plan", env={ENV["bootstrap"]: f"127.0.0.1:{closed_port()}", ENV["username"]: "admin",
+                         ENV["password"]: "x"})
+    took = time.monotonic() - t
+    assert p.returncode == EXIT["error"]
+    assert "unreachable" in p.stderr and ENV["bootstrap"] in p.stderr
+    assert len(p.stderr.splitlines()) <= 3, p.stderr  # no librdkafka log lines
+    assert took < 20, took  # the clients' own retries take half a minute
+    no_traceback(p)
+
+
+@pytest.mark.parametrize("args", [("local", "status"), ("local", "env"), ("local", "down"),
+                                  ("validate",), ("plan",), ("schemas", "check")])
+def test_outside_the_repository_a_command_names_the_missing_registry(args, tmp_path):
+    p = run(*args, cwd=tmp_path)
+    assert p.returncode == EXIT["error"], p
+    assert "topics.yaml" in p.stderr and "--registry" in p.stderr
+    no_traceback(p)
+
+
+def test_lines_are_not_folded_into_a_log(tmp_path):
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 6)
+    deep.mkdir(parents=True)
+    p = run("validate", "--registry", str(deep / "topics.yaml"))
+    assert p.returncode == EXIT["error"]
+    assert any(str(deep / "topics.yaml") in line for line in p.stderr.splitlines()), p.stderr
