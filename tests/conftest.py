@@ -22,7 +22,12 @@ def registry() -> Registry:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """The real Kubernetes tests last: on a cold CI machine their builds run beside the rest
-    of the suite (.ci/install-kube.sh), and the rest needs none of them."""
+    """Everything under tests/integration is `integration` (real services, Java), whether or
+    not its module says so: `pytest -m "not integration"` runs without Java. The real
+    Kubernetes tests last: on a cold CI machine their builds run beside the rest of the suite
+    (.ci/install-kube.sh), and the rest needs none of them."""
+    for item in items:
+        if item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: item.path.name.startswith("test_kube_") and
                item.path.parent.name == "integration")

@@ -18,6 +18,7 @@ from rich.table import Table
 from ..cli_common import console as make_console
 from ..cli_common import registry_or_exit
 from ..kube.cli import app as kube_app
+from ..monitoring.status import grouped as grouped_alerts
 from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
@@ -115,7 +116,7 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
         v = p.get(key)
         t.add_row(label, "-" if v is None else f"{v:,}")
     if p.get("firing"):
-        t.add_row("alerts firing", escape(", ".join(p["firing"])))
+        t.add_row("alerts firing", escape(", ".join(grouped_alerts(p["firing"]))))
     if p.get("error"):
         t.add_row("error", escape(p["error"]))
     return t

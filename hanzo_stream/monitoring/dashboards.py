@@ -73,6 +73,7 @@ def _q(expr: str, legend: str = "") -> Query:
 
 
 RED = ((1, "red"),)
+EXACTLY_ONE = ((1, "green"), (2, "red"))  # with base="red": red at 0, green at 1, red above
 
 LAG = Row("Consumer lag", (
     Panel("Lag by consumer group", (
@@ -133,9 +134,10 @@ REPLICATION = Row("Replication health", (
 
 CONTROLLER = Row("Controller state", (
     Panel("Active controllers (must be 1)", (
-        _q("sum(kafka_controller_kafkacontroller_activecontrollercount)"),), kind="stat", width=6,
-        thresholds=((2, "red"),),
-        description="KRaft: only controller-role nodes report; the cluster-wide sum must be 1."),
+        _q("sum(kafka_controller_kafkacontroller_activecontrollercount) or vector(0)"),),
+        kind="stat", width=6, base="red", thresholds=EXACTLY_ONE,
+        description="KRaft: only controller-role nodes report; the cluster-wide sum must be 1. "
+                    "0 (or no controller reporting at all) and 2 or more are red."),
     Panel("Active controller", (
         _q("kafka_controller_kafkacontroller_activecontrollercount == 1", "{{instance}}"),),
         kind="stat", width=6),
@@ -162,8 +164,64 @@ REQUESTS = Row("Requests and saturation", (
     Panel("Request handler idle", (
         _q("kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent", "{{instance}}"),),
         unit="percentunit"),
-    Panel("Broker JVM heap used", (
-        _q('jvm_memory_used_bytes{area="heap", job=~".*kafka.*"}', "{{instance}}"),), unit="bytes"),
+))
+
+QUORUM = Row("KRaft quorum", (
+    Panel("Quorum leader (node id)", (_q("max(kafka_server_raftmetrics_current_leader)"),),
+          kind="stat", width=6, base="red", thresholds=((0, "green"),),
+          description="-1 (red): no controller knows a leader; nothing can change metadata."),
+    Panel("Voters / observers", (
+        _q("max(kafka_server_raftmetrics_number_of_voters)", "voters"),
+        _q("max(kafka_server_raftmetrics_number_of_observers)", "observers")), kind="stat",
+        width=6, description="Voters: 1, 3 or 5 (an odd count; deploy.md, Fewer brokers)."),
+    Panel("Voter change in flight / voters unreachable", (
+        _q("max(kafka_server_raftmetrics_uncommitted_voter_change)", "change"),
+        _q("max(kafka_server_raftmetrics_number_unknown_voter_connections)", "unreachable")),
+        kind="stat", width=6, thresholds=((1, "orange"),),
+        description="A change stays in flight while a joining controller catches up."),
+    Panel("Quorum epoch", (_q("max(kafka_server_raftmetrics_current_epoch)"),), kind="stat",
+          width=6, description="Rises by one per leader election."),
+    Panel("Metadata log behind the quorum (records)", (
+        _q("scalar(max(kafka_server_raftmetrics_high_watermark)) "
+           "- kafka_server_raftmetrics_high_watermark", "{{instance}}"),),
+        description="Each controller's high watermark behind the highest; a restarted broker "
+                    "rejoins the roll only once this is near 0."),
+    Panel("Metadata applied behind (ms)", (
+        _q("kafka_server_brokermetadatametrics_last_applied_record_lag_ms", "{{instance}}"),),
+        unit="ms", description="How old the newest metadata each broker has applied is."),
+))
+
+# The brokers' JVMs. The lag exporter is a Python process with process_* series of its own.
+BROKER = 'job=~".*kafka.*", job!~".*exporter.*"'
+
+JVM = Row("Broker JVM and host", (
+    Panel("CPU (cores)", (_q(f"rate(process_cpu_seconds_total{{{BROKER}}}[5m])", "{{instance}}"),)),
+    Panel("Heap used and max", (
+        _q(f'jvm_memory_used_bytes{{area="heap", {BROKER}}}', "used {{instance}}"),
+        _q(f'jvm_memory_max_bytes{{area="heap", {BROKER}}}', "max {{instance}}")), unit="bytes"),
+    Panel("GC time (share of wall time)", (
+        _q(f"sum by (instance) (rate(jvm_gc_collection_seconds_sum{{{BROKER}}}[5m]))",
+           "{{instance}}"),), unit="percentunit"),
+    Panel("File descriptors used (of the limit)", (
+        _q(f"process_open_fds{{{BROKER}}} / process_max_fds{{{BROKER}}}", "{{instance}}"),),
+        unit="percentunit", description="Every partition's segments hold files open."),
+    Panel("Resident memory (heap, page-cache excluded)", (
+        _q(f"process_resident_memory_bytes{{{BROKER}}}", "{{instance}}"),), unit="bytes"),
+    Panel("Threads", (_q(f"jvm_threads_current{{{BROKER}}}", "{{instance}}"),)),
+))
+
+DISK = Row("Disk", (
+    Panel("Data volume free", (
+        _q("hanzo_stream:kafka_volume_available:ratio",
+           "{{persistentvolumeclaim}}{{mountpoint}} {{instance}}"),),
+        kind="stat", unit="percentunit", width=8, base="red",
+        thresholds=((0.05, "orange"), (0.15, "green")),
+        description="The KafkaDiskSpaceLow/Critical alerts' series (monitoring/rules/recording.yaml):"
+                    " kubelet volume stats on Kubernetes, node_exporter elsewhere."),
+    Panel("Log size by topic", (
+        _q(f"sum by (topic) (kafka_log_log_size{{{TOPIC}}})", "{{topic}}"),), unit="bytes", width=8),
+    Panel("Log size by broker", (
+        _q("sum by (instance) (kafka_log_log_size)", "{{instance}}"),), unit="bytes", width=8),
 ))
 
 
@@ -182,7 +240,7 @@ def _variable(name: str, label: str, query: str) -> dict:
 OVERVIEW = Dashboard(
     uid="hanzo-stream-overview",
     title="Hanzo Stream / Kafka overview",
-    rows=(LAG, THROUGHPUT, REPLICATION, CONTROLLER, REQUESTS),
+    rows=(LAG, THROUGHPUT, REPLICATION, CONTROLLER, QUORUM, REQUESTS, JVM, DISK),
     variables=(
         DATASOURCE_VARIABLE,
         _variable("group", "Consumer group", "label_values(kafka_consumergroup_lag, consumergroup)"),

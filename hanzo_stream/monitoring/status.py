@@ -6,6 +6,7 @@ Every field is empty/None rather than an error when its series do not exist yet.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from .. import dead_letter
@@ -55,6 +56,12 @@ def read(url: str) -> LiveMetrics:
         active_controllers=None if controllers is None else int(controllers),
         firing=firing,
     )
+
+
+def grouped(firing: list[str]) -> list[str]:
+    """Firing alerts once each, with how many series fire it (one dead-letter alert fires per
+    topic, stage and class: a dozen lines of the same name say less than one with x12)."""
+    return [name if n == 1 else f"{name} x{n}" for name, n in sorted(Counter(firing).items())]
 
 
 def topic_records(url: str, topic: str) -> int | None:

@@ -213,8 +213,13 @@ def test_standard_names_have_data(stack: Stack) -> None:
 def test_every_dashboard_panel_returns_data(stack: Stack) -> None:
     # The LLM dashboard needs llm-metrics' series: tests/integration/test_llm_metrics_live.py;
     # the dead-letter one the monitor's: tests/integration/test_dead_letter_alerting.py
-    queries = dashboards.panel_queries([dashboards.OVERVIEW.file])
-    assert len(queries) >= 25
+    # Free space on the data volumes comes from kubelet volume stats or node_exporter
+    # (monitoring/rules/recording.yaml), neither of which this stack runs; its expression is
+    # checked by promtool (test_monitoring_dashboards) and its thresholds against the alerts'.
+    elsewhere = {"Data volume free"}
+    queries = [q for q in dashboards.panel_queries([dashboards.OVERVIEW.file])
+               if q.panel not in elsewhere]
+    assert len(queries) >= 40
     missing = {}
     deadline = time.monotonic() + 90
     pending = list(queries)

@@ -102,3 +102,12 @@ def test_lines_are_not_folded_into_a_log(tmp_path):
     p = run("validate", "--registry", str(deep / "topics.yaml"))
     assert p.returncode == EXIT["error"]
     assert any(str(deep / "topics.yaml") in line for line in p.stderr.splitlines()), p.stderr
+
+
+def test_status_groups_the_same_alert_with_a_count():
+    from hanzo_stream.monitoring.status import grouped
+
+    firing = ["DeadLettersArriving"] * 12 + ["ConsumerLagHigh billing-agg", "KafkaDiskSpaceLow"]
+    assert grouped(firing) == ["ConsumerLagHigh billing-agg", "DeadLettersArriving x12",
+                               "KafkaDiskSpaceLow"]
+    assert grouped([]) == []

@@ -62,6 +62,7 @@ def java_vectors(tmp_path_factory) -> list[list[int]]:
     return [list(map(int, line.split())) for line in proc.stdout.splitlines()]
 
 
+@pytest.mark.integration  # runs the Java client (Kafka's jars)
 def test_hash_and_partition_match_the_java_client(java_vectors):
     keys = _keys()
     assert len(java_vectors) == len(keys)

@@ -59,6 +59,7 @@ def broker_env(pod_dir: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.integration  # runs the image's Java wrapper (Kafka's jars)
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_image_reads_exactly_broker_config_from_the_rendered_env(stack, tmp_path):
     rendered = render(stack)  # apache/kafka is the default flavour

@@ -177,3 +177,45 @@ def test_every_alert_the_rules_define_shows_as_an_annotation() -> None:
         [note] = json.loads(d.file.read_text())["annotations"]["list"]
         pattern = re.search(r'alertname=~"([^"]+)"', note["expr"]).group(1)
         assert not {n for n in names if not re.fullmatch(pattern, n)}, d.uid
+
+
+def _colour(panel: dict, value: float) -> str:
+    """What Grafana paints a value: the highest threshold step at or below it."""
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    colour = steps[0]["color"]
+    for step in steps[1:]:
+        if value >= step["value"]:
+            colour = step["color"]
+    return colour
+
+
+def _overview_panel(title: str) -> dict:
+    doc = json.loads(dashboards.OVERVIEW.file.read_text())
+    found = [p for p in doc["panels"] if p.get("title") == title]
+    assert len(found) == 1, title
+    return found[0]
+
+
+def test_on_call_colours_mean_what_the_titles_say() -> None:
+    controllers = _overview_panel("Active controllers (must be 1)")
+    assert [_colour(controllers, v) for v in (0, 1, 2, 3)] == ["red", "green", "red", "red"]
+    assert "or vector(0)" in controllers["targets"][0]["expr"]  # no controller at all reads 0
+    leader = _overview_panel("Quorum leader (node id)")
+    assert [_colour(leader, v) for v in (-1, 0, 2)] == ["red", "green", "green"]
+    free = _overview_panel("Data volume free")
+    assert [_colour(free, v) for v in (0.01, 0.10, 0.5)] == ["red", "orange", "green"]
+
+
+def test_the_disk_panel_colours_at_the_alerts_thresholds() -> None:
+    rules = yaml.safe_load((DASHBOARDS_DIR.parent / "rules" / "kafka-alerts.yaml").read_text())
+    exprs = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    low = float(exprs["KafkaDiskSpaceLow"].split("<")[1])
+    critical = float(exprs["KafkaDiskSpaceCritical"].split("<")[1])
+    steps = _overview_panel("Data volume free")["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps[1:]] == [critical, low]
+
+
+def test_the_overview_has_quorum_jvm_and_disk_rows() -> None:
+    doc = json.loads(dashboards.OVERVIEW.file.read_text())
+    rows = [p["title"] for p in doc["panels"] if p["type"] == "row"]
+    assert {"KRaft quorum", "Broker JVM and host", "Disk"} <= set(rows)
