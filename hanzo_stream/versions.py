@@ -16,6 +16,20 @@ KAFKA_LOG4J2 = "2.25.5"
 APACHE_IMAGE = f"docker.io/apache/kafka:{KAFKA_VERSION}"
 
 JMX_EXPORTER_VERSION = "1.0.1"
+# The agent jar's SHA-256 (Maven Central's), checked wherever it is fetched or baked in.
+JMX_EXPORTER_SHA256 = "7d61f737fd661610ccc14aea79764faa1ea94a340cbc8f0029b3d2edea3d80c1"
+
+# The local schema registry (hanzo_stream/local/schema_registry.py): Apicurio's Quarkus build
+# from Maven Central; 3.1 and later need Java 21, the platform runs Java 17.
+APICURIO_VERSION = "3.0.9"
+
+# Third-party images a stack may run (infra/settings.py defaults; docs/images.md).
+CURL_IMAGE = "docker.io/curlimages/curl:8.10.1"  # an initImage that can download the agent
+KAFKA_EXPORTER_IMAGE = "docker.io/danielqsj/kafka-exporter:v1.8.0"
+SCHEMA_REGISTRY_IMAGE = "docker.io/confluentinc/cp-schema-registry:7.7.1"
+# This project's own images, as published (tagged with the package version, pyproject.toml).
+RECONCILER_IMAGE = "ghcr.io/hanzoai/hanzo-stream:0.1.0"
+SPARK_IMAGE = "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0"
 
 # Workflow linter run by the test suite over .github/workflows (go install, .ci/install-lint.sh).
 ACTIONLINT_VERSION = "1.7.12"

@@ -24,9 +24,9 @@ JMX_AGENT_URL = (
     "https://repo1.maven.org/maven2/io/prometheus/jmx/jmx_prometheus_javaagent/"
     f"{versions.JMX_EXPORTER_VERSION}/jmx_prometheus_javaagent-{versions.JMX_EXPORTER_VERSION}.jar"
 )
-JMX_AGENT_SHA256 = "7d61f737fd661610ccc14aea79764faa1ea94a340cbc8f0029b3d2edea3d80c1"
+JMX_AGENT_SHA256 = versions.JMX_EXPORTER_SHA256
 JMX_AGENT_IN_IMAGE = "/opt/hanzo-stream/jmx/jmx_prometheus_javaagent.jar"
-CURL_IMAGE = "docker.io/curlimages/curl:8.10.1"  # an initImage that can download it
+CURL_IMAGE = versions.CURL_IMAGE  # an initImage that can download it
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tlsExtraDnsNames", [], "extra DNS names on the broker certificate"),
     Setting("protect", True, "protect the quorum's recorded founding size and the CA from "
             "`pulumi destroy` (the cluster id is the namespace's, which destroy keeps)"),
-    Setting("reconcilerImage", "ghcr.io/hanzoai/hanzo-stream:0.1.0",
+    Setting("reconcilerImage", versions.RECONCILER_IMAGE,
             "image with the hanzo-stream CLI (see docs/images.md)"),
     Setting("reconcilerArgs", ["apply"], "arguments of `hanzo-stream` in the reconciler Job"),
     Setting("jmxAgentUrl", "", "where to download the JMX exporter javaagent (e.g. a mirror of "
@@ -107,11 +107,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kafkaExporter", "hanzo-stream", "consumer-lag exporter: `hanzo-stream` (the "
             "platform's own, kafka_exporter's metric names, from the reconciler image) or "
             "`danielqsj` (danielqsj/kafka_exporter from kafkaExporterImage)"),
-    Setting("kafkaExporterImage", "docker.io/danielqsj/kafka-exporter:v1.8.0",
+    Setting("kafkaExporterImage", versions.KAFKA_EXPORTER_IMAGE,
             "danielqsj/kafka_exporter's image, when kafkaExporter is `danielqsj`"),
     Setting("exporterPrincipal", "admin", "principal kafka_exporter logs in as"),
     Setting("schemaRegistry", True, "deploy the schema registry"),
-    Setting("schemaRegistryImage", "docker.io/confluentinc/cp-schema-registry:7.7.1",
+    Setting("schemaRegistryImage", versions.SCHEMA_REGISTRY_IMAGE,
             "Confluent-compatible schema registry image"),
     Setting("schemaRegistryPrincipal", "admin", "principal the schema registry logs in as"),
     Setting("schemaRegistryCompatibility", "BACKWARD", "default compatibility level"),
@@ -126,7 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sparkDriverCpuRequest", "500m", "Spark driver CPU request (`submit` launcher)"),
     Setting("sparkExecutorMemory", "2g", "Spark executor heap (`submit` launcher)"),
     Setting("sparkExecutorCpuRequest", "1", "Spark executor CPU request (`submit` launcher)"),
-    Setting("sparkImage", "ghcr.io/hanzoai/hanzo-stream-spark:0.1.0", "PySpark image with "
+    Setting("sparkImage", versions.SPARK_IMAGE, "PySpark image with "
             "spark/ and the Kafka connector jars (see docs/images.md)"),
     Setting("sparkVersion", versions.SPARK_VERSION, "Spark version of sparkImage"),
     Setting("sparkServiceAccount", "spark", "service account of the Spark drivers"),

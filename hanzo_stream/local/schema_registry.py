@@ -19,12 +19,13 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .. import versions
 from ..connection import Connection
 from ..monitoring.daemon import Daemon, StartFailed
 from .kafka import free_ports
 from .paths import cache_dir
 
-APICURIO_VERSION = "3.0.9"
+APICURIO_VERSION = versions.APICURIO_VERSION
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
 NAME = "schema-registry"
 API_PATH = "/apis/ccompat/v7"

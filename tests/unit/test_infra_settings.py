@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -136,3 +137,14 @@ def test_pulumi_sdks_are_pinned_to_the_releases_the_engine_runs():
     pins = dict(d.split("==") for d in deps if d.startswith("pulumi"))
     assert pins == {"pulumi": "3.272.0", "pulumi-kubernetes": versions.PULUMI_KUBERNETES_VERSION}
     assert pins == {name: version(name) for name in pins}
+
+
+def test_the_projects_own_images_are_tagged_with_the_package_version():
+    import tomllib
+
+    from hanzo_stream import versions
+
+    version = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
+        "project"]["version"]
+    for image in (versions.RECONCILER_IMAGE, versions.SPARK_IMAGE):
+        assert image.rsplit(":", 1)[1] == version, image
