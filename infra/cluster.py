@@ -24,7 +24,7 @@ from typing import Any
 from hanzo_stream.broker_config import Replication
 from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SAFE
 
-from . import broker
+from . import broker, security_context
 from .broker import Flavor, Paths, Rendered
 from .credentials import ADMIN, user_secret
 from .reconciler import connection_env
@@ -56,8 +56,7 @@ def pdb_max_unavailable(brokers: int) -> int:
     return max(1, rep.default_replication_factor - rep.min_insync_replicas)
 
 
-RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-              "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+RESTRICTED = security_context.container()
 
 
 def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths = Paths()) -> dict:
@@ -176,10 +175,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,  # service env vars would collide with KAFKA_* names
         "terminationGracePeriodSeconds": 120,  # room for a controlled shutdown
-        "securityContext": {"runAsNonRoot": True, "runAsUser": flavor.uid,
-                            "runAsGroup": flavor.uid, "fsGroup": flavor.uid,
-                            "fsGroupChangePolicy": "OnRootMismatch",
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": security_context.pod(flavor.uid, fsGroupChangePolicy="OnRootMismatch"),
         "initContainers": [jmx_agent_init(s, paths)],
         "containers": [{
             "name": "kafka",

@@ -21,6 +21,7 @@ import yaml
 
 from hanzo_stream.registry import Registry
 
+from . import security_context
 from .cluster import JmxRules
 from .credentials import mechanism, password_env
 from .reconciler import connection_env
@@ -159,8 +160,7 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
             "selector": {"matchLabels": EXPORTER_LABELS},
             "template": {"metadata": {"labels": EXPORTER_LABELS}, "spec": {
                 "automountServiceAccountToken": False,
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": security_context.pod(65534),
                 "containers": [{
                     "name": "kafka-exporter",
                     **_exporter_container(s, top),
@@ -171,9 +171,7 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
                                       "periodSeconds": 30, "failureThreshold": 5},
                     "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
                                   "limits": {"cpu": "250m", "memory": "256Mi"}},
-                    "securityContext": {"allowPrivilegeEscalation": False,
-                                        "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]}},
+                    "securityContext": security_context.container(),
                     "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT,
                                       "readOnly": True}],
                 }],
@@ -274,8 +272,7 @@ def consumer_deployment(s: StackSettings, top: Topology, job: ConsumerJob) -> di
                 "prometheus.io/path": "/metrics"}}, "spec": {
                 "automountServiceAccountToken": False,
                 "terminationGracePeriodSeconds": 60,  # SIGTERM: checkpoint, commit, leave the group
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroup": 185,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": security_context.pod(185),
                 "containers": [{
                     "name": job.name,
                     "image": s.sparkImage,
@@ -290,9 +287,7 @@ def consumer_deployment(s: StackSettings, top: Topology, job: ConsumerJob) -> di
                                       "initialDelaySeconds": 30},
                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                                   "limits": {"cpu": "1", "memory": "512Mi"}},
-                    "securityContext": {"allowPrivilegeEscalation": False,
-                                        "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]}},
+                    "securityContext": security_context.container(),
                     "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
                                      {"name": "state", "mountPath": CONSUMER_HOME},
                                      {"name": "tmp", "mountPath": "/tmp"}],
@@ -333,13 +328,6 @@ ALERTMANAGER_SECRET = "hanzo-stream-alertmanager"
 ALERTMANAGER_CONFIG_MOUNT = "/etc/alertmanager/config"
 ROUTING_KEY = "pagerduty-routing-key"  # key of the Secret, file name in the mount
 
-_RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-               "capabilities": {"drop": ["ALL"]}}
-
-
-def _pod_security(uid: int) -> dict:
-    return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
-            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _service(top: Topology, name: str, selector: dict, port: int, port_name: str) -> dict:
@@ -369,7 +357,7 @@ def dead_letter_monitor(s: StackSettings, top: Topology, registry: Registry,
             "selector": {"matchLabels": DEAD_LETTER_MONITOR_LABELS},
             "template": {"metadata": {"labels": DEAD_LETTER_MONITOR_LABELS}, "spec": {
                 "automountServiceAccountToken": False,
-                "securityContext": _pod_security(10001),
+                "securityContext": security_context.pod(10001),
                 "containers": [{
                     "name": DEAD_LETTER_MONITOR,
                     "image": s.reconcilerImage,
@@ -384,7 +372,7 @@ def dead_letter_monitor(s: StackSettings, top: Topology, registry: Registry,
                                       "periodSeconds": 30, "failureThreshold": 5},
                     "resources": {"requests": {"cpu": "20m", "memory": "64Mi"},
                                   "limits": {"cpu": "250m", "memory": "256Mi"}},
-                    "securityContext": _RESTRICTED,
+                    "securityContext": security_context.container(),
                     "volumeMounts": [
                         {"name": "registry", "mountPath": REGISTRY_MOUNT, "readOnly": True},
                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
@@ -442,7 +430,7 @@ def alertmanager(s: StackSettings, top: Topology, routing_key: object) -> list[d
                              "annotations": {"hanzo.ai/alertmanager-config-sha": config_sha}},
                 "spec": {
                     "automountServiceAccountToken": False,
-                    "securityContext": _pod_security(65534),
+                    "securityContext": security_context.pod(65534),
                     "containers": [{
                         "name": ALERTMANAGER,
                         "image": s.alertmanagerImage,
@@ -457,7 +445,7 @@ def alertmanager(s: StackSettings, top: Topology, routing_key: object) -> list[d
                                           "periodSeconds": 30, "failureThreshold": 5},
                         "resources": {"requests": {"cpu": "20m", "memory": "64Mi"},
                                       "limits": {"cpu": "250m", "memory": "256Mi"}},
-                        "securityContext": _RESTRICTED,
+                        "securityContext": security_context.container(),
                         "volumeMounts": [
                             {"name": "config", "mountPath": ALERTMANAGER_CONFIG_MOUNT,
                              "readOnly": True},

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
+from . import security_context
 from .credentials import ADMIN, RECONCILER_KEY, RECONCILER_SECRET, mechanism, password_env
 from .settings import StackSettings
 from .tls import CA_FILE, CA_MOUNT, ca_volume
@@ -69,8 +70,7 @@ def manifests(s: StackSettings, top: Topology, registry_text: str,
                 "annotations": {"hanzo.ai/credentials-sha": credentials_digest or ""}}, "spec": {
                 "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "fsGroup": 10001,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": security_context.pod(10001),
                 "containers": [{
                     "name": "apply",
                     "image": s.reconcilerImage,
@@ -82,9 +82,7 @@ def manifests(s: StackSettings, top: Topology, registry_text: str,
                     "env": connection_env(top, ADMIN),
                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                                   "limits": {"cpu": "500m", "memory": "512Mi"}},
-                    "securityContext": {"allowPrivilegeEscalation": False,
-                                        "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]}},
+                    "securityContext": security_context.container(),
                     "volumeMounts": [
                         {"name": "registry", "mountPath": REGISTRY_MOUNT, "readOnly": True},
                         {"name": "credentials", "mountPath": CREDENTIALS_MOUNT, "readOnly": True},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hanzo_stream.broker_config import Replication
 
+from . import security_context
 from .credentials import mechanism, password_env
 from .settings import StackSettings
 from .tls import CA_FILE, CA_MOUNT, ca_volume
@@ -48,8 +49,7 @@ def manifests(s: StackSettings, top: Topology) -> list[dict]:
             "template": {"metadata": {"labels": LABELS}, "spec": {
                 "automountServiceAccountToken": False,
                 "enableServiceLinks": False,  # SCHEMA_REGISTRY_PORT would clash with its config
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 1000,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": security_context.pod(1000),
                 "containers": [{
                     "name": "schema-registry",
                     "image": s.schemaRegistryImage,
@@ -62,8 +62,7 @@ def manifests(s: StackSettings, top: Topology) -> list[dict]:
                                       "failureThreshold": 5},
                     "resources": {"requests": {"cpu": "100m", "memory": "512Mi"},
                                   "limits": {"cpu": "500m", "memory": "768Mi"}},
-                    "securityContext": {"allowPrivilegeEscalation": False,
-                                        "capabilities": {"drop": ["ALL"]}},
+                    "securityContext": security_context.container(writable_root=True),
                     "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT,
                                       "readOnly": True}],
                 }],

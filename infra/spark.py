@@ -32,6 +32,7 @@ import yaml
 from hanzo_stream import versions as v
 from hanzo_stream.registry import Registry
 
+from . import security_context
 from .reconciler import connection_env
 from .settings import StackSettings
 from .tls import CA_MOUNT, ca_volume
@@ -153,8 +154,8 @@ def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
 
 def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
     pod_labels = {**SERVICE_LABELS, "hanzo.ai/spark-app": job.name}
-    security = {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    security = security_context.container(writable_root=True,
+                                          seccompProfile={"type": "RuntimeDefault"})
     common = {
         "labels": pod_labels,
         "env": job_env(s, top, job),
@@ -191,9 +192,8 @@ DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
 API_TIMEOUT_MS = 60_000
 TEMPLATE_MOUNT = f"{APP_HOME}/spark-template"
 EXECUTOR_CONTAINER = "executor"
-RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
-                "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED = security_context.container(writable_root=True)
+POD_SECURITY = security_context.pod(10001)
 
 
 def keeps_state(s: StackSettings, job: SparkJob) -> bool:
