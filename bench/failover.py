@@ -32,7 +32,7 @@ from hanzo_stream.client.router import Router  # noqa: E402
 from hanzo_stream.client.validator import Validator  # noqa: E402
 from hanzo_stream.local import credentials, failover, kafka  # noqa: E402
 from hanzo_stream.local.failover import Ledger, Tally  # noqa: E402
-from hanzo_stream.reconcile import CountingAdmin, Options, execute, make_plan, observe  # noqa: E402
+from hanzo_stream.reconcile import CountingAdmin, reconcile  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
 from hanzo_stream.schemas.store import load  # noqa: E402
 
@@ -49,8 +49,8 @@ class Cluster:
         self.local = kafka.start(self.home, self.creds, brokers=brokers, timeout=240)
         admin = CountingAdmin(self.admin_client())
         passwords = dict(self.creds.principals)
-        plan = make_plan(registry, observe(admin), Options(available_passwords=frozenset(passwords)))
-        assert execute(admin, plan, passwords).ok
+        plan, result = reconcile(admin, registry, passwords)  # what `hanzo-stream apply` runs
+        assert not plan.errors and result.ok, (plan.errors, result.failed)
 
     def as_(self, principal: str):
         return self.local.connection(principal, self.creds.password(principal))

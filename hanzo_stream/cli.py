@@ -245,9 +245,9 @@ def apply(
 ) -> None:
     """Make the cluster match the registry. Exit 0 done, 1 error (nothing or part applied),
     130 interrupted (a replica move goes on in the brokers; apply again resumes it)."""
-    from .reconcile import Plan, execute
+    from .reconcile import Plan
     from .reconcile.render import print_plan, print_result, progress_display
-    from .reconcile.run import await_visible
+    from .reconcile.run import apply as apply_plan
 
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
@@ -277,13 +277,12 @@ def apply(
         raise typer.Exit(1)
     try:
         with progress_display(err if json_ else out) as progress:
-            result = execute(admin, todo, passwords, progress=progress, wait_s=wait)
+            result = apply_plan(admin, reg, todo, passwords, opts, progress=progress, wait_s=wait)
     except KeyboardInterrupt:
         err.print("[bold yellow]interrupted:[/bold yellow] any replica move goes on in the "
                   "brokers, still throttled; run apply again to follow it, finish it and remove "
                   "the throttle.")
         raise typer.Exit(130) from None
-    await_visible(admin, reg, result.applied, opts)  # so a plan right after shows no diff
     if json_:
         sys.stdout.write(json.dumps({
             "applied": len(result.applied), "admin_calls": dict(admin.calls),

@@ -40,9 +40,17 @@ def reconcile(admin: Any, registry: Registry, passwords: Mapping[str, str],
     p = plan(admin, registry, opts)
     if p.errors:
         return p, Result()
+    return p, apply(admin, registry, p, passwords, opts, progress, wait_s)
+
+
+def apply(admin: Any, registry: Registry, p: Plan, passwords: Mapping[str, str], opts: Options,
+          progress: Callable[[Progress], None] | None = None,
+          wait_s: float | None = None) -> Result:
+    """Apply a plan (reviewed, or just made), then wait until the brokers show what was
+    applied, so a plan right after shows no diff."""
     result = execute(admin, p, passwords, progress, wait_s)
     await_visible(admin, registry, result.applied, opts)
-    return p, result
+    return result
 
 
 def await_visible(admin: Any, registry: Registry, applied: Sequence[Change], opts: Options,
