@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pipeline import _apply_registry, _records, read_metrics, uuid7  # noqa: E402
 
+from hanzo_stream.client.producer import producer_config  # noqa: E402
 from hanzo_stream.jobs import process as jobs  # noqa: E402
-from hanzo_stream.jobs.kafka_out import PRODUCER_DEFAULTS  # noqa: E402
 from hanzo_stream.local import credentials, kafka  # noqa: E402
 from hanzo_stream.reconcile.secrets import env_name  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
@@ -110,8 +110,7 @@ def produce(conf: dict, first: int, end: int, n_events: int, hours: float,
     """Events first..end-1 of n_events into llm_usage, their figures added to `totals`."""
     from confluent_kafka import Producer
 
-    p = Producer(conf | PRODUCER_DEFAULTS | {"queue.buffering.max.kbytes": 262144,
-                                            "linger.ms": 20})
+    p = Producer(producer_config(conf, queue_buffering_max_kbytes=262144, linger_ms=20))
     errors: list[str] = []
 
     def delivered(err, _msg) -> None:

@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hanzo_stream.client.producer import producer_config  # noqa: E402
 from hanzo_stream.connection import Connection  # noqa: E402
 from hanzo_stream.jobs import process as jobs  # noqa: E402
-from hanzo_stream.jobs.kafka_out import PRODUCER_DEFAULTS  # noqa: E402
 from hanzo_stream.local import credentials, jars, kafka  # noqa: E402
 from hanzo_stream.reconcile.secrets import env_name  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
@@ -86,7 +86,7 @@ def produce_at_rate(conf: dict, topic: str, rate: float, duration: float, kind: 
     """A fixed-rate producer (ticks of 10 ms); reports (sent, seconds) on `out`."""
     from confluent_kafka import Producer
 
-    p = Producer(conf | PRODUCER_DEFAULTS | {"queue.buffering.max.kbytes": 262144})
+    p = Producer(producer_config(conf, queue_buffering_max_kbytes=262144))
     make = _insights if kind == "insights" else _usage
     pad = os.urandom(4096).hex()
     start = time.monotonic()

@@ -36,13 +36,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "spark"), str(ROOT / "bench")]
 from pipeline import EVENTS, _insights, consumer_perf  # noqa: E402
 from report import write_section  # noqa: E402
 
+from hanzo_stream.client.producer import producer_config  # noqa: E402
 from hanzo_stream.local import credentials, kafka  # noqa: E402
 
 
 def produce(conf: dict, n: int) -> None:
     from confluent_kafka import Producer
 
-    p = Producer(conf | {"linger.ms": 5, "compression.type": "lz4", "batch.size": 16384, "acks": "all"})
+    p = Producer(producer_config(conf))
     pad = "abcdefghij" * 820
     for i in range(n):
         team, value = _insights(i, pad)

@@ -57,8 +57,11 @@ STANDARD_SETTINGS: dict[str, Any] = {
 CALLBACKS = frozenset({"error_cb", "stats_cb", "throttle_cb", "oauth_cb", "logger", "on_delivery"})
 
 
-def producer_config(conn: Connection, client_id: str | None = None, **overrides: Any) -> dict[str, Any]:
-    cfg = conn.confluent() | STANDARD_SETTINGS
+def producer_config(conn: Connection | dict[str, Any], client_id: str | None = None,
+                    **overrides: Any) -> dict[str, Any]:
+    """The one librdkafka producer configuration: a connection (or its librdkafka options, as
+    a subprocess receives them), the standard's settings, then overrides (linger_ms=20)."""
+    cfg = (conn if isinstance(conn, dict) else conn.confluent()) | STANDARD_SETTINGS
     if client_id:
         cfg["client.id"] = client_id
     return cfg | {k if k in CALLBACKS else k.replace("_", "."): v for k, v in overrides.items()}

@@ -21,14 +21,12 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ..client.producer import DELIVERY_TIMEOUT_S, STANDARD_SETTINGS
+from ..client.producer import DELIVERY_TIMEOUT_S, producer_config
 from ..connection import Connection
 from ..dead_letter import DeadLetterRecord, dead_letter_record
 
 # The client library's settings: idempotent, retried by librdkafka until the delivery
 # timeout, so a broker failover costs a pause, not a failed batch.
-PRODUCER_DEFAULTS = STANDARD_SETTINGS
-
 # Errors a later attempt can cure: the broker or the network, not the record. librdkafka's
 # delivery reports never set KafkaError.retriable(), so the codes are listed here.
 RETRIABLE = frozenset({
@@ -105,7 +103,7 @@ class KafkaOut:
             from confluent_kafka import Producer
 
             assert conn is not None
-            producer = Producer(conn.confluent() | PRODUCER_DEFAULTS | {"client.id": client_id})
+            producer = Producer(producer_config(conn, client_id))
         self._producer = producer
         self.attempts, self.backoff_s, self.queue_wait_s = max(1, attempts), backoff_s, queue_wait_s
         self._sleep = sleep
