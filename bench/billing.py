@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pipeline import _apply_registry, _records, read_metrics, uuid7  # noqa: E402
 
+from hanzo_stream.client.envelope import iso_ms  # noqa: E402
 from hanzo_stream.client.producer import producer_config  # noqa: E402
 from hanzo_stream.jobs import process as jobs  # noqa: E402
 from hanzo_stream.local import credentials, kafka  # noqa: E402
@@ -61,8 +62,6 @@ PARTS = ("addBatch", "walCommit", "commitOffsets", "queryPlanning", "latestOffse
 
 # ---------------------------------------------------------------- the events and their totals
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def event(i: int, n_events: int, hours: float) -> tuple[str, str, tuple[str, str, int], tuple]:
@@ -76,7 +75,7 @@ def event(i: int, n_events: int, hours: float) -> tuple[str, str, tuple[str, str
     prompt, completion = 100 + n, 10 * n
     cost = Decimal(1_234_567 * n + i % 1000) / Decimal(10**9)
     value = (f'{{"schema":"hanzo.stream.v1","id":"{uuid7()}","type":"llm.usage.completed",'
-             f'"source":"bench","timestamp":"{_iso(ms)}","team_id":"{team}","org_id":"{org}",'
+             f'"source":"bench","timestamp":"{iso_ms(ms)}","team_id":"{team}","org_id":"{org}",'
              f'"data":{{"request_id":"req-{i}","model":"zen-1","provider":"hanzo",'
              f'"prompt_tokens":{prompt},"completion_tokens":{completion},'
              f'"total_tokens":{prompt + completion},"cost_usd":{cost}}}}}')
@@ -191,7 +190,7 @@ def check_exact(emitted: list[dict], totals: dict[tuple[str, str, int], Totals],
     for k in sorted(closed):
         want = totals[k].expected()
         if k not in seen:
-            problems.append(f"{k}: closed (end <= watermark {_iso(watermark_ms)}) but never emitted")
+            problems.append(f"{k}: closed (end <= watermark {iso_ms(watermark_ms)}) but never emitted")
         elif seen[k] != want:
             problems.append(f"{k}: emitted {seen[k]}, produced {want}")
     for k in sorted(set(seen) - closed):
@@ -201,7 +200,7 @@ def check_exact(emitted: list[dict], totals: dict[tuple[str, str, int], Totals],
         raise AssertionError(f"billing_events is not exact ({len(problems)} problems):\n"
                              + "\n".join(problems[:20]))
     if not closed:
-        raise AssertionError(f"no window closed (final watermark {_iso(watermark_ms)}): nothing checked")
+        raise AssertionError(f"no window closed (final watermark {iso_ms(watermark_ms)}): nothing checked")
     return len(closed), len(emitted)
 
 

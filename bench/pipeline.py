@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hanzo_stream.client.envelope import iso_ms  # noqa: E402
 from hanzo_stream.client.producer import producer_config  # noqa: E402
 from hanzo_stream.connection import Connection  # noqa: E402
 from hanzo_stream.jobs import process as jobs  # noqa: E402
@@ -56,8 +57,7 @@ def uuid7() -> str:
 
 def _insights(i: int, pad: str) -> tuple[str, str]:
     team = f"team-{i % 64}"
-    now = time.time()
-    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    ts = iso_ms()
     head = (f'{{"schema":"hanzo.stream.v1","id":"{uuid7()}","type":"insights.event.captured",'
             f'"source":"bench","timestamp":"{ts}","team_id":"{team}","data":{{"event":"$pageview",'
             f'"distinct_id":"user-{i}","ip":"203.0.113.{i % 254 + 1}","session_id":"sess-{i % 800}",'
@@ -71,8 +71,7 @@ def _insights(i: int, pad: str) -> tuple[str, str]:
 
 def _usage(i: int, pad: str) -> tuple[str, str]:
     team = f"team-{i % 64}"
-    now = time.time()
-    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    ts = iso_ms()
     n = i % 97
     doc = {"schema": "hanzo.stream.v1", "id": uuid7(), "type": "llm.usage.completed",
            "source": "bench", "timestamp": ts, "team_id": team, "org_id": f"org-{i % 16}",

@@ -26,8 +26,12 @@ def new_id(ms: int | None = None) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def iso_ms(when: datetime | None = None) -> str:
-    """ISO 8601 UTC with exactly milliseconds and Z: 2026-11-22T10:00:00.123Z."""
+def iso_ms(when: datetime | int | None = None) -> str:
+    """ISO 8601 UTC with exactly milliseconds and Z: 2026-11-22T10:00:00.123Z. `when`: an
+    aware datetime, epoch milliseconds (a Kafka timestamp), or None for now. The one place
+    the standard's timestamp is written."""
+    if isinstance(when, int):
+        when = datetime.fromtimestamp(when // 1000, UTC).replace(microsecond=when % 1000 * 1000)
     when = datetime.now(UTC) if when is None else when
     if when.tzinfo is None:
         raise ValueError("naive datetime: pass an aware datetime (e.g. datetime.now(UTC))")

@@ -41,13 +41,13 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..client.envelope import iso_ms
 from ..client.router import Accepted, Router
 from ..client.validator import Validator
 from ..connection import Connection
@@ -185,7 +185,7 @@ class MetricsConsumer:
             self.kafka_out.dead_letter(
                 [Rejected(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
                           err.error_class, err.message, self.schema_id)],
-                f"job:{self.spec.name}", _now_iso())
+                f"job:{self.spec.name}", iso_ms())
             self.usage.dead_lettered()
         self.positions[tp] = msg.offset() + 1
 
@@ -239,8 +239,6 @@ class MetricsConsumer:
             self.consumer.close()  # leaves the group (a revoke checkpoints first)
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def serve(collector: Published, listen: str):

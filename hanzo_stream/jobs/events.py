@@ -8,9 +8,9 @@ the client library refuse exactly the same records, and a schema change reaches 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ..client.envelope import iso_ms
 from .contract import EVENT_AT, TS_FORMAT, Contract, classify, compile_contract
 from .kafka_out import Rejected
 
@@ -79,8 +79,6 @@ def iso(col: Column) -> Column:
     return F.date_format(col, ISO_MS)
 
 
-def iso_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def rejected(rows: Iterable, c: Contract, partition: str = "partition",
@@ -102,4 +100,4 @@ def batch_time(ctx: JobContext, query: str, batch_id: int) -> str:
     from .offsets import read_offset_log
 
     entry = read_offset_log(ctx.spark, ctx.spec.checkpoint_for(query), batch_id)
-    return iso_ms(entry.timestamp_ms) if entry else iso_ms(int(datetime.now(UTC).timestamp() * 1000))
+    return iso_ms(entry.timestamp_ms) if entry else iso_ms()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..client.envelope import iso_ms
 from ..schemas.store import ENVELOPE, ENVELOPE_ID, SchemaSet
 from .spec import Aggregate, JobSpec
 
@@ -194,7 +195,7 @@ def build(ctx: JobContext) -> list:
         late = (F.col("kind") == "row") & F.col("error_class").isNull() & (
             F.col("event_time") <= F.timestamp_millis(F.lit(late_ms)))
         late_msg = F.concat(F.lit("event time "), events.iso(F.col("event_time")), F.lit(
-            f" is at or before the watermark {events.iso_ms(late_ms)}: its hour was settled or is "
+            f" is at or before the watermark {iso_ms(late_ms)}: its hour was settled or is "
             "closing; settle it through an adjustment"))
         out = (df.where((F.col("kind") == "window") | F.col("error_class").isNotNull() | late)
                .select("kind", "key", "value", "topic", "partition", "offset",

@@ -499,3 +499,11 @@ def test_counts_balance_in_process(registry, schemas):
     assert (p.counts.received, p.counts.accepted, p.counts.dead_lettered) == (3, 1, 2)
     assert p.counts.balanced
     assert [r[0] for r in p.producer.records] == ["llm_usage", "dead_letter", "dead_letter"]
+
+
+def test_iso_ms_of_epoch_milliseconds_is_exact():
+    # A Kafka timestamp in ms: integer arithmetic, no float rounding at .999
+    assert envelope.iso_ms(1_700_000_000_999) == "2023-11-14T22:13:20.999Z"
+    assert envelope.iso_ms(0) == "1970-01-01T00:00:00.000Z"
+    assert envelope.iso_ms(1_700_000_000_123) == envelope.iso_ms(
+        datetime(2023, 11, 14, 22, 13, 20, 123_000, tzinfo=UTC))
