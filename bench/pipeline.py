@@ -32,11 +32,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hanzo_stream import jars  # noqa: E402
 from hanzo_stream.client.envelope import iso_ms  # noqa: E402
 from hanzo_stream.client.producer import producer_config  # noqa: E402
 from hanzo_stream.connection import Connection  # noqa: E402
 from hanzo_stream.jobs import process as jobs  # noqa: E402
-from hanzo_stream.local import credentials, jars, kafka  # noqa: E402
+from hanzo_stream.local import credentials, kafka  # noqa: E402
 from hanzo_stream.reconcile.secrets import env_name  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
 

@@ -152,7 +152,7 @@ def worker(cfg: dict) -> dict:
 
 def baseline_python() -> Path:
     """A virtualenv with the 3.5 line's PySpark (and pyarrow, for Arrow to the driver)."""
-    from hanzo_stream.local.jars import cache_dir
+    from hanzo_stream.jars import cache_dir
     from hanzo_stream.versions import SPARK_BASELINE_VERSION
 
     env = cache_dir() / "bench" / f"spark-{SPARK_BASELINE_VERSION}"

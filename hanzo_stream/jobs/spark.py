@@ -1,6 +1,6 @@
 """The Spark session a job runs in: connector jars from Maven Central, modest local defaults.
 
-Jars are fetched once into the cache (hanzo_stream.local.jars) and passed with spark.jars,
+Jars are fetched once into the cache (hanzo_stream.jars) and passed with spark.jars,
 so a job start never resolves dependencies (spark.jars.packages would, every time, and
 fails without a network). Only the four jars the connector needs are fetched: its Maven
 closure would add a second Hadoop, Scala and SLF4J next to PySpark's own.
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..local import jars
+from .. import jars
 from . import s3
 from .s3 import S3Access
 from .spec import JobSpec

@@ -133,7 +133,7 @@ def list_specs(consumers_dir: Path) -> list[str]:
 def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consumers"),
               home: Path | None = None) -> JobSpec:
     """Read consumers/<name>.yaml and check it against the registry; raise SpecInvalid."""
-    from ..local.paths import state_dir
+    from ..paths import state_dir
 
     home = (home or state_dir()).resolve()
     path = Path(consumers_dir) / f"{name}.yaml"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jobs.s3 import S3Access
-from ..local.paths import state_dir
+from ..paths import state_dir
 from .node import Node
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..jobs.s3 import S3Access
-from ..local.paths import state_dir
-from ..monitoring.daemon import Daemon
+from ..local.daemon import Daemon
+from ..paths import state_dir
 from . import build, netns, pki
 from .netns import Addresses
 

@@ -15,8 +15,8 @@ import signal
 from pathlib import Path
 
 from ..monitoring import alertmanager
-from ..monitoring.daemon import Daemon, Managed, StartFailed
 from .credentials import write_secret
+from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
 NAME = "alertmanager"

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from ..connection import ENV, Connection
-from ..monitoring.daemon import Daemon, Managed
 from ..monitoring.dead_letter_monitor import GROUP
+from .daemon import Daemon, Managed
 from .kafka import free_ports
 
 NAME = GROUP

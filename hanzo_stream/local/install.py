@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import jars
+from .. import jars
 
 FETCHERS: list[tuple[str, Callable[[], object]]] = [
     ("kafka broker and tools", jars.kafka_jars),

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import jars
 from ..broker_config import (
     CLIENT,
     BrokerSettings,
@@ -32,7 +33,6 @@ from ..broker_config import (
 )
 from ..connection import Connection
 from ..versions import KAFKA_VERSION
-from . import jars
 from .credentials import Credentials
 from .tls import make_tls, tls_files
 

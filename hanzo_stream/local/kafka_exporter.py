@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from ..connection import ENV, Connection
-from ..monitoring.daemon import Daemon
 from ..monitoring.lag_exporter import DEFAULT_PORT
+from .daemon import Daemon
 from .kafka import free_ports
 
 NAME = "kafka-exporter"

@@ -19,10 +19,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import jars
 from ..jobs.s3 import S3Access
-from ..monitoring.daemon import Daemon, Managed, StartFailed
-from . import jars
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials
+from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
 NAME = "object-store"

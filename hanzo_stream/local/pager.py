@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..monitoring import pager_inbox
-from ..monitoring.daemon import Daemon, Managed
+from .daemon import Daemon, Managed
 from .kafka import free_ports
 
 NAME = "pager"

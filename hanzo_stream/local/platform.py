@@ -22,17 +22,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .. import jars
 from ..connection import ENV, Connection
 from ..jobs import process
 from ..jobs.spec import list_specs
 from ..monitoring import JMX_RULES_FILE
-from ..monitoring.daemon import Daemon
+from ..paths import state_dir
 from ..registry import Registry
 from . import (
     alertmanager,
     credentials,
     dead_letter_monitor,
-    jars,
     kafka,
     kafka_exporter,
     object_store,
@@ -40,7 +40,7 @@ from . import (
     prometheus,
     schema_registry,
 )
-from .paths import state_dir
+from .daemon import Daemon
 
 DEMO = "demo"
 JOBS_SCRAPE = "hanzo-stream-jobs"  # Prometheus job of the consumer jobs' own /metrics

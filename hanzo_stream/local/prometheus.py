@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from ..monitoring import prom_api, rule_files
-from ..monitoring.daemon import Daemon, StartFailed
+from .daemon import Daemon, StartFailed
 from .kafka import free_ports
 
 NAME = "prometheus"

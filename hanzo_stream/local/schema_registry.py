@@ -21,9 +21,9 @@ from pathlib import Path
 
 from .. import versions
 from ..connection import Connection
-from ..monitoring.daemon import Daemon, StartFailed
+from ..paths import cache_dir
+from .daemon import Daemon, StartFailed
 from .kafka import free_ports
-from .paths import cache_dir
 
 APICURIO_VERSION = versions.APICURIO_VERSION
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"

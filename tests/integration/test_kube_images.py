@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import versions
+from hanzo_stream import jars, versions
 from hanzo_stream.jobs import spark as spark_jobs
 from hanzo_stream.kube import images
-from hanzo_stream.local import jars
 from infra import settings as infra_settings
 from infra import spark as infra_spark
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import dead_letter
+from hanzo_stream import dead_letter, jars
 from hanzo_stream.connection import ENV, Connection
-from hanzo_stream.local import credentials, jars, kafka, kafka_exporter, prometheus
+from hanzo_stream.local import credentials, kafka, kafka_exporter, prometheus
 from hanzo_stream.monitoring import JMX_RULES_FILE, dashboards, rule_files
 from tests.integration.conftest import wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hanzo_stream.client.murmur2 import murmur2, partition
-from hanzo_stream.local.jars import kafka_classpath
+from hanzo_stream.jars import kafka_classpath
 
 PARTITION_COUNTS = (1, 4, 8, 16, 7, 1000)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from hanzo_stream.broker_config import broker_config
-from hanzo_stream.local.jars import kafka_classpath
+from hanzo_stream.jars import kafka_classpath
 from infra import broker
 from infra.render import stack_config
 from infra.settings import parse

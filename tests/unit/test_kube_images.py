@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import versions
+from hanzo_stream import jars, versions
 from hanzo_stream.kube import images
-from hanzo_stream.local import jars
 from hanzo_stream.local.kafka import LOG4J2
 from infra import broker as infra_broker
 from infra import settings as infra_settings
