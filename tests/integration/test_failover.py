@@ -299,7 +299,7 @@ def test_leader_kill_while_analytics_ingest_and_billing_agg_run(trio, registry, 
     exactly once and billing is exact to the micro-dollar, with no window billed twice."""
     from hanzo_stream.jobs import process
 
-    from .test_spark_jobs import (
+    from .spark_harness import (
         assert_caught_up,
         billing_events,
         chdb_query,

@@ -30,7 +30,7 @@ from hanzo_stream.kube import netns
 
 from .conftest import wait_for
 from .kube import in_node, record
-from .test_spark_jobs import audit_events, expected_billing, insights, invalid_insights, iso, usage
+from .spark_harness import audit_events, expected_billing, insights, invalid_insights, iso, usage
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -39,11 +39,11 @@ READY_TIMEOUT = 900  # three JVM drivers and their executors starting on two sha
 RESULT_TIMEOUT = 600  # produced -> in the sink, with every job already running
 
 # Kafka clients run on the node's network (the Service's DNS name), as a pod's would. The
-# test_spark_jobs helpers take a cluster with as_() and admin: here, the stack's.
+# spark_harness helpers take a cluster with as_() and admin: here, the stack's.
 CLIENT = textwrap.dedent("""
     import base64, json, os, sys
     from hanzo_stream.connection import Connection
-    from tests.integration import test_spark_jobs as t
+    from tests.integration import spark_harness as t
 
     class Stack:
         def as_(self, principal, mechanism="SCRAM-SHA-512"):

@@ -31,7 +31,7 @@ from hanzo_stream.jobs.consumer import LISTEN_ENV
 from hanzo_stream.local import kafka, kafka_exporter, prometheus
 from hanzo_stream.monitoring import dashboards, rule_files
 from tests.integration.conftest import apply_registry, wait_for
-from tests.integration.test_spark_jobs import (
+from tests.integration.spark_harness import (
     ROOT,
     client_says,
     dead_letters,

@@ -72,7 +72,7 @@ class Traffic:
     errors: list[str] = field(default_factory=list)
 
     def produce(self) -> None:
-        from .test_spark_jobs import insights
+        from .spark_harness import insights
 
         schemas = load(ROOT / "schemas")
         gateway = EventProducer.connect(self.cluster.as_("llm-gateway"), stage="llm-gateway",
@@ -143,7 +143,7 @@ def isr_counts(cluster: Cluster) -> dict[str, set[tuple[int, int]]]:
 def test_one_broker_grows_to_three_under_load(tmp_path, registry):
     from hanzo_stream.jobs import process
 
-    from .test_spark_jobs import chdb_query, fast_specs, job_env, offsets_of
+    from .spark_harness import chdb_query, fast_specs, job_env, offsets_of
 
     t0 = time.monotonic()
     home = tmp_path / "state"
