@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import dead_letter
+from ..jobs.totals import LATE
 from . import DASHBOARDS_DIR, alerts
 from . import dead_letter_monitor as monitor
 
@@ -345,7 +346,7 @@ DL_NOW = Row(f"Dead letters now (last {DL_WINDOW}, exact)", (
         _q(f"sort_desc({DL_RECORD}{{{DL}}})"),), kind="table", width=18,
         description="Who refused what, and why. stage `producer:<principal>`: that service sent "
                     "events its schema refuses (its team fixes the producer); `job:<group>`: a job "
-                    "refused them (`schema.*`/`json.*`: still the producer; `window.late`: decide "
+                    f"refused them (`schema.*`/`json.*`: still the producer; `{LATE}`: decide "
                     "with billing). The error class names the cause; each record's hs.error.message "
                     f"names the field (runbook step 1 reads them, step 2 finds the cause). A row at 0 "
                     f"had letters earlier but none in {DL_WINDOW}. {RUNBOOK}"),
@@ -370,7 +371,7 @@ DL_RATES = Row("Dead letters per second", (
                     f"the record carried no valid hs.stage header. {_RATE_NOTE}"),
     Panel("Dead letters/s by error class", (
         _q(f"sum by (error_class) (rate({DL_COUNTER}{{{DL}}}[5m]))", "{{error_class}}"),), width=8,
-        description="Why: `json.malformed`, `schema.required`, `window.late`, ... (`invalid`: no "
+        description=f"Why: `json.malformed`, `schema.required`, `{LATE}`, ... (`invalid`: no "
                     f"valid hs.error.class header). {_RATE_NOTE}"),
 ))
 
