@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from ..connection import Connection
 
@@ -55,6 +56,10 @@ class Snapshot:
     partitions: tuple[PartitionState, ...]
     groups: tuple[GroupState, ...]
     errors: int = 0  # per-partition / per-group failures tolerated in this collection
+    # When each broker's served certificate and the trusted CA expire (epoch seconds); only
+    # with TLS. The platform's addition to kafka_exporter's names: the expiry alerts read it.
+    certificates: dict[str, float] = field(default_factory=dict)
+    ca_expiry: float | None = None
 
 
 # ---------------------------------------------------------------- exposition (pure)
@@ -77,8 +82,16 @@ class _Family:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         for labels, value in self.samples:
             lbl = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-            lines.append(f"{self.name}{{{lbl}}} {value:g}" if lbl else f"{self.name} {value:g}")
+            lines.append(f"{self.name}{{{lbl}}} {_number(value)}" if lbl
+                         else f"{self.name} {_number(value)}")
         return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    """Every digit: an offset of 12,345,678 or an expiry timestamp must not round (`%g` keeps six)."""
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
 
 
 def lag(newest: int | None, committed: int) -> int | None:
@@ -158,10 +171,50 @@ def render(snap: Snapshot) -> str:
         for topic, total in sorted(lag_sum.items()):
             fams["kafka_consumergroup_lag_sum"].add(total, consumergroup=g.group, topic=topic)
 
+    certs = _Family("hanzo_stream_broker_certificate_expiry_timestamp_seconds",
+                    "When the certificate a broker serves expires (earliest in its chain).")
+    for address, not_after in sorted(snap.certificates.items()):
+        certs.add(not_after, address=address)
+    ca = _Family("hanzo_stream_ca_certificate_expiry_timestamp_seconds",
+                 "When the earliest CA certificate clients trust (HANZO_STREAM_CA_FILE) expires.")
+    if snap.ca_expiry is not None:
+        ca.add(snap.ca_expiry)
     errors = _Family("hanzo_lag_exporter_collect_errors",
                      "Partitions or groups that could not be read in the last collection.")
     errors.add(snap.errors)
-    return "".join(f.render() for f in [brokers, info, *fams.values(), errors])
+    return "".join(f.render() for f in [brokers, info, *fams.values(), certs, ca, errors])
+
+
+# ---------------------------------------------------------------- certificates
+
+CERT_REFRESH_S = 300.0
+
+
+def served_expiry(address: str, ca_file: str | None, timeout: float) -> float:
+    """notAfter (epoch seconds) of the certificate a TLS listener serves, verified against
+    `ca_file` and the host name, as clients verify it."""
+    import socket
+    import ssl
+
+    host, _, port = address.rpartition(":")
+    ctx = ssl.create_default_context(cafile=ca_file)
+    with socket.create_connection((host, int(port)), timeout=timeout) as raw, \
+            ctx.wrap_socket(raw, server_hostname=host) as tls:
+        cert = tls.getpeercert()
+    return float(ssl.cert_time_to_seconds(cert["notAfter"]))
+
+
+def ca_expiry(ca_file: str | None) -> float | None:
+    """The earliest notAfter of the CA bundle (a rollover's two CAs: the older one)."""
+    if not ca_file:
+        return None
+    from cryptography import x509
+
+    try:
+        certs = x509.load_pem_x509_certificates(Path(ca_file).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return min(c.not_valid_after_utc.timestamp() for c in certs) if certs else None
 
 
 # ---------------------------------------------------------------- collection (Kafka)
@@ -174,8 +227,10 @@ class Collector:
 
         self.admin = AdminClient(conn.confluent() | {"socket.timeout.ms": int(timeout * 1000),
                                                      "log_level": 3})
+        self.conn = conn
         self.exclude = re.compile(topic_exclude)
         self.timeout = timeout
+        self._certs: dict[str, tuple[float, float]] = {}  # address -> (expiry, read at)
 
     def collect(self) -> Snapshot:
         md = self.admin.list_topics(timeout=self.timeout)  # raises when the cluster is unreachable
@@ -191,7 +246,27 @@ class Collector:
                            oldest.get((t, p.id)), newest.get((t, p.id)))
             for t, p in sorted(layout, key=lambda x: (x[0], x[1].id)))
         groups, e3 = self._groups()
-        return Snapshot(brokers, partitions, groups, errors + e3)
+        certs, e4 = self._certificates(sorted(brokers.values()))
+        return Snapshot(brokers, partitions, groups, errors + e3 + e4, certs,
+                        ca_expiry(self.conn.ca_file) if self.conn.uses_tls else None)
+
+    def _certificates(self, addresses: list[str]) -> tuple[dict[str, float], int]:
+        """Each broker's served certificate expiry, read by a TLS handshake verified as a
+        client's is, at most every CERT_REFRESH_S per broker (a renewal shows within that)."""
+        if not self.conn.uses_tls:
+            return {}, 0
+        out, errors, now = {}, 0, time.monotonic()
+        for address in addresses:
+            cached = self._certs.get(address)
+            if cached is None or now - cached[1] >= CERT_REFRESH_S:
+                try:
+                    self._certs[address] = (served_expiry(address, self.conn.ca_file,
+                                                          self.timeout), now)
+                except (OSError, ValueError):
+                    errors += 1
+                    continue
+            out[address] = self._certs[address][0]
+        return out, errors
 
     def _offsets(self, tps: list[tuple[str, int]], earliest: bool) -> tuple[dict, int]:
         from confluent_kafka import TopicPartition

@@ -182,6 +182,24 @@ def test_every_exporter_name_the_rules_and_dashboards_use_is_really_served(stack
     assert used_lag <= lag, f"not served by the lag exporter: {sorted(used_lag - lag)}"
 
 
+def test_the_exporter_reads_the_certificates_clients_meet(stack: Stack) -> None:
+    """The broker's served certificate and the CA, as the certificate alerts see them: read
+    from the real listener with a verified handshake, and from the CA file, in the future by
+    the validity the local CA gives them (hanzo_stream/local/tls.py)."""
+    from cryptography import x509
+
+    samples = _samples(stack.exporter_scrape())
+    served = {lbl["address"]: v for n, lbl, v in samples
+              if n == "hanzo_stream_broker_certificate_expiry_timestamp_seconds"}
+    brokers = {lbl["address"] for n, lbl, _ in samples if n == "kafka_broker_info"}
+    assert brokers and set(served) == brokers, served
+    ca = [v for n, _, v in samples if n == "hanzo_stream_ca_certificate_expiry_timestamp_seconds"]
+    ca_file = x509.load_pem_x509_certificate(Path(stack.admin.ca_file).read_bytes())
+    assert ca == [ca_file.not_valid_after_utc.timestamp()]
+    for not_after in served.values():
+        assert 390 * 86400 < not_after - time.time() < 398 * 86400  # 397 days, issued just now
+
+
 # ---------------------------------------------------------------- Prometheus
 
 def test_prometheus_scrapes_every_target_and_evaluates_every_rule(stack: Stack) -> None:

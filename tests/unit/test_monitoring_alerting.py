@@ -151,3 +151,25 @@ def test_object_store_keys_go_to_stdin_not_argv(tmp_path: Path, monkeypatch) -> 
     assert f"s3proxy.credential={secret}".encode() in seen["stdin"]
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "credentials.json"
                 and secret in p.read_text(errors="replace")]
+
+
+def test_the_exporter_serves_certificate_expiries_it_read():
+    from hanzo_stream.monitoring.lag_exporter import Snapshot, render
+
+    text = render(Snapshot({0: "kafka-0:9093"}, (), (), certificates={"kafka-0:9093": 1.9e9},
+                           ca_expiry=2.1e9))
+    assert ('hanzo_stream_broker_certificate_expiry_timestamp_seconds{address="kafka-0:9093"} '
+            "1900000000") in text
+    assert "hanzo_stream_ca_certificate_expiry_timestamp_seconds 2100000000" in text
+    plain = render(Snapshot({0: "kafka-0:9092"}, (), ()))  # no TLS: no series
+    assert "\nhanzo_stream_ca_certificate_expiry_timestamp_seconds " not in plain
+
+
+def test_the_exporter_keeps_every_digit_of_an_offset():
+    from hanzo_stream.monitoring.lag_exporter import GroupState, PartitionState, Snapshot, render
+
+    snap = Snapshot({0: "b:9093"}, (PartitionState("t", 0, 0, (0,), (0,), 0, 12_345_678),),
+                    (GroupState("g", 1, {("t", 0): 10_000_001}),))
+    text = render(snap)
+    assert 'kafka_topic_partition_current_offset{partition="0",topic="t"} 12345678' in text
+    assert 'kafka_consumergroup_lag{consumergroup="g",partition="0",topic="t"} 2345677' in text

@@ -61,7 +61,9 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
                 "KafkaUnderMinIsrPartitions", "KafkaOfflineLogDirectory", "KafkaDiskSpaceLow",
                 "KafkaDiskSpaceCritical", "KafkaMetricsTargetDown", "KafkaLagExporterMissing",
                 "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "DeadLettersArriving",
-                "LlmLatencyP95High", "LlmCostSpike", "DeadLettersWarning", "DeadLettersCritical"}
+                "LlmLatencyP95High", "LlmCostSpike", "DeadLettersWarning", "DeadLettersCritical",
+                "KafkaCertificateExpiresSoon", "KafkaCertificateExpiryCritical",
+                "KafkaCaCertificateExpiresSoon"}
     assert set(all_alerts()) == required
     assert fired == required, f"never shown firing: {required - fired}"
     assert quiet == required, f"never shown quiet: {required - quiet}"
@@ -72,7 +74,9 @@ def test_the_standards_thresholds() -> None:
     urp = rules["KafkaUnderReplicatedPartitions"]
     assert urp["expr"] == "sum(kafka_under_replicated_partitions) > 0" and urp["for"] == "5m"
     assert rules["KafkaActiveControllerCount"]["expr"].endswith("!= 1")
-    assert rules["KafkaActiveControllerCount"]["expr"].startswith("sum(")
+    # the sum over controllers, with no controller reporting at all read as 0
+    assert rules["KafkaActiveControllerCount"]["expr"].startswith(
+        "(sum(kafka_controller_kafkacontroller_activecontrollercount) or vector(0))")
 
 
 def test_standard_metric_names_are_recorded() -> None:
