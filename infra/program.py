@@ -149,7 +149,8 @@ def main(root: Path = ROOT) -> None:
         top, s.clientNamespaces, s.monitoringNamespace,
         schema_registry.policy_target() if s.schemaRegistry else None,
         monitoring.exporter_policy_target(), spark.SERVICE_LABELS if jobs else None,
-        monitoring.monitoring_policy_targets(s, consumer_jobs), broker_https=bool(s.jmxAgentUrl))
+        [*monitoring.monitoring_policy_targets(s, consumer_jobs),
+         *([spark.metrics_policy_target()] if jobs else [])], broker_https=bool(s.jmxAgentUrl))
 
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers]
     violations = policy.check([policy.plainify(m) for m in everything],

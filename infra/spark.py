@@ -33,6 +33,7 @@ from hanzo_stream import versions as v
 from hanzo_stream.registry import Registry
 
 from . import security_context
+from .monitoring import CONSUMER_METRICS_PORT
 from .reconciler import connection_env
 from .settings import StackSettings
 from .tls import CA_MOUNT, ca_volume
@@ -180,8 +181,8 @@ def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
             "deps": {"jars": [f"local://{APP_HOME}/jars/{j}"
                               for j in connector_jars(s.sparkVersion)]},
             "sparkConf": conf,
-            "driver": {**common, "cores": 1, "memory": "1g",
-                       "serviceAccount": s.sparkServiceAccount},
+            "driver": {**common, "env": [*common["env"], METRICS_ENV], "annotations": SCRAPE,
+                       "cores": 1, "memory": "1g", "serviceAccount": s.sparkServiceAccount},
             "executor": {**common, "instances": job.executors, "cores": 1, "memory": "2g"},
             "volumes": [ca_volume()],
         },
@@ -189,6 +190,17 @@ def application(s: StackSettings, top: Topology, job: SparkJob) -> dict:
 
 
 DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
+# The driver's /metrics (hanzo_stream/jobs/progress_metrics.py: each query's batch time, rates,
+# state), on the port the plain consumers serve theirs; scraped by annotation, as theirs.
+METRICS_PORT = CONSUMER_METRICS_PORT
+METRICS_ENV = {"name": "HANZO_STREAM_METRICS_LISTEN", "value": f"0.0.0.0:{METRICS_PORT}"}
+SCRAPE = {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT),
+          "prometheus.io/path": "/metrics"}
+
+
+def metrics_policy_target() -> dict:
+    """Only the monitoring namespace reaches the drivers' /metrics (infra/network.py)."""
+    return {"name": "spark-driver-metrics", "selector": SERVICE_LABELS, "port": METRICS_PORT}
 API_TIMEOUT_MS = 60_000
 TEMPLATE_MOUNT = f"{APP_HOME}/spark-template"
 EXECUTOR_CONTAINER = "executor"
@@ -288,7 +300,7 @@ def driver(s: StackSettings, top: Topology, job: SparkJob) -> dict:
     """The job's driver: a one-pod Deployment running spark-submit (see the module docstring)."""
     pod_labels = {**SERVICE_LABELS, "hanzo.ai/spark-app": job.name, "hanzo.ai/spark-role": "driver"}
     state = [{"name": "state", "mountPath": JOB_HOME}] if keeps_state(s, job) else []
-    env = [*job_env(s, top, job), {"name": "PYSPARK_PYTHON", "value": "python3"},
+    env = [*job_env(s, top, job), {"name": "PYSPARK_PYTHON", "value": "python3"}, METRICS_ENV,
            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     return {
@@ -300,7 +312,7 @@ def driver(s: StackSettings, top: Topology, job: SparkJob) -> dict:
             "strategy": {"type": "Recreate"},  # one driver per checkpoint, ever
             "selector": {"matchLabels": {"hanzo.ai/spark-app": job.name,
                                          "hanzo.ai/spark-role": "driver"}},
-            "template": {"metadata": {"labels": pod_labels}, "spec": {
+            "template": {"metadata": {"labels": pod_labels, "annotations": SCRAPE}, "spec": {
                 "serviceAccountName": s.sparkServiceAccount,
                 "automountServiceAccountToken": True,  # the driver creates its executors
                 "enableServiceLinks": False,
@@ -313,7 +325,8 @@ def driver(s: StackSettings, top: Topology, job: SparkJob) -> dict:
                     "args": submit_args(s, top, job),
                     "env": env,
                     "ports": [{"name": "driver", "containerPort": DRIVER_PORT},
-                              {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT}],
+                              {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
+                              {"name": "metrics", "containerPort": METRICS_PORT}],
                     "resources": {"requests": {"cpu": s.sparkDriverCpuRequest,
                                                "memory": f"{jvm_mib(s.sparkDriverMemory)}Mi"},
                                   "limits": {"memory": f"{with_overhead(s.sparkDriverMemory)}Mi"}},

@@ -241,7 +241,7 @@ class MetricsConsumer:
 
 
 
-def serve(collector: Published, listen: str):
+def serve(collector: Any, listen: str):
     """/metrics on `listen` (host:port; port 0 picks a free one); returns (server, url)."""
     from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 

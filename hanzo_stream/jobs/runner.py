@@ -177,6 +177,7 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
     ctx = JobContext(spark, spec, registry, conn, once, metrics=metrics, schemas=schemas)
     ctx.progress_hooks.append(lambda p: metrics.write("progress", progress=p))
     ctx.progress_hooks.append(lambda p: report_progress(ctx, p))
+    server = serve_progress(ctx, env)
     spark.streams.addListener(commit_listener(committer, _hooks_view(ctx)))
     stop = _Stop()
     stop.install()
@@ -207,6 +208,25 @@ def run(name: str, *, registry_path: Path = Path("topics.yaml"),
         ctx.close()
         committer.close()
         spark.stop()
+        if server is not None:
+            server.shutdown()
+
+
+def serve_progress(ctx: JobContext, env: dict[str, str]):
+    """The job's /metrics from its queries' progress (jobs/progress_metrics.py), when
+    HANZO_STREAM_METRICS_LISTEN asks for it; announced to Prometheus as the plain consumers'."""
+    from .consumer import LISTEN_ENV, TARGETS_ENV, serve, write_target
+    from .progress_metrics import ProgressMetrics
+
+    if not env.get(LISTEN_ENV):
+        return None
+    progress = ProgressMetrics(ctx.spec.name)
+    ctx.progress_hooks.append(progress.update)
+    server, url = serve(progress, env[LISTEN_ENV])
+    if env.get(TARGETS_ENV):
+        write_target(env[TARGETS_ENV], ctx.spec.name, url)
+    log.warning("job %s: /metrics at %s", ctx.spec.name, url)
+    return server
 
 
 def _run_consumer(ctx: JobContext, env: dict[str, str]) -> int:

@@ -311,6 +311,49 @@ LLM_DASHBOARD = Dashboard(
     ),
 )
 
+# ---------------------------------------------------------------- the Spark jobs
+
+SPARK = 'spark_job=~"$spark_job"'
+SPARK_JOBS = Row("Spark jobs (each query's progress, hanzo_stream/jobs/progress_metrics.py)", (
+    Panel("Batch duration (s)", (
+        _q(f"hanzo_stream_spark_batch_duration_seconds{{{SPARK}}}", "{{spark_job}} {{query}}"),),
+        unit="s", description="Wall time of each query's last batch. Longer than the trigger "
+                              "interval: batches run back to back and the group's lag is queueing."),
+    Panel("Rows in vs processed per second", (
+        _q(f"sum by (spark_job) (hanzo_stream_spark_input_rows_per_second{{{SPARK}}})",
+           "in {{spark_job}}"),
+        _q(f"sum by (spark_job) (hanzo_stream_spark_processed_rows_per_second{{{SPARK}}})",
+           "processed {{spark_job}}")),
+        description="Processed below in for minutes: the job cannot keep up and its lag grows "
+                    "(the overview's Consumer lag row); give it executors or a larger batch."),
+    Panel("Rows read per second (5m)", (
+        _q(f"sum by (spark_job) (rate(hanzo_stream_spark_input_rows_total{{{SPARK}}}[5m]))",
+           "{{spark_job}}"),)),
+    Panel("State rows", (
+        _q(f"sum by (spark_job) (hanzo_stream_spark_state_rows{{{SPARK}}})", "{{spark_job}}"),),
+        description="Open windows and deduplication keys (billing's hours); growing without end: "
+                    "the watermark does not advance."),
+    Panel("State memory", (
+        _q(f"sum by (spark_job) (hanzo_stream_spark_state_bytes{{{SPARK}}})", "{{spark_job}}"),),
+        unit="bytes"),
+    Panel("Seconds since the last progress", (
+        _q(f"time() - hanzo_stream_spark_last_progress_timestamp_seconds{{{SPARK}}}",
+           "{{spark_job}} {{query}}"),), unit="s",
+        description="A running query reports after every batch, and every few seconds when "
+                    "idle; a growing value is a stuck driver."),
+))
+
+JOBS_DASHBOARD = Dashboard(
+    uid="hanzo-stream-jobs",
+    title="Hanzo Stream / Spark jobs",
+    rows=(SPARK_JOBS,),
+    tags=("hanzo-stream", "spark"),
+    variables=(
+        DATASOURCE_VARIABLE,
+        _variable("spark_job", "Job", "label_values(hanzo_stream_spark_batches_total, spark_job)"),
+    ),
+)
+
 # ---------------------------------------------------------------- dead letters
 
 # Every name below comes from alerts.py (the rules page on the same series) or the monitor.
@@ -414,7 +457,7 @@ DEAD_LETTER_DASHBOARD = Dashboard(
     ),
 )
 
-DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW, LLM_DASHBOARD, DEAD_LETTER_DASHBOARD)
+DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW, LLM_DASHBOARD, DEAD_LETTER_DASHBOARD, JOBS_DASHBOARD)
 
 
 def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict:

@@ -520,3 +520,39 @@ def test_a_record_too_large_for_dead_letter_does_not_stop_the_job(cluster, tmp_p
     assert all(committed[p] > o for p, o in where), (committed, where)  # past the poison pill
     assert_valid_ones_processed(cluster, job, run, valid, tmp_path)
 
+
+
+def test_a_running_job_serves_its_progress_and_every_jobs_panel_has_data(cluster, tmp_path):
+    """A Spark job with HANZO_STREAM_METRICS_LISTEN (what the local platform gives every job)
+    serves its queries' progress, announces itself to Prometheus, and a real Prometheus
+    scraping it answers every panel of the Spark jobs dashboard."""
+    from hanzo_stream.jobs.consumer import LISTEN_ENV, TARGETS_ENV
+    from hanzo_stream.local import prometheus
+    from hanzo_stream.monitoring import dashboards
+    from tests.integration.conftest import wait_for
+
+    run, name = uuid.uuid4().hex[:8], "analytics-ingest"
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    events = [insights(run, i, t0 + timedelta(seconds=i)) for i in range(30)]
+    produce(cluster, "insights-capture", "events_plugin_ingestion", [(e["team_id"], e) for e in events])
+    home, targets = tmp_path / "home", tmp_path / "targets"
+    process.start(name, home, job_env(cluster, name, home), registry=ROOT / "topics.yaml",
+                  consumers=fast_specs(tmp_path, name, trigger="1s"), cwd=ROOT,
+                  extra_env={LISTEN_ENV: "127.0.0.1:0", TARGETS_ENV: str(targets)})
+    try:
+        wait_for(lambda: (targets / f"{name}.json").exists(), JOB_TIMEOUT, "the job's target file")
+        url = prometheus.start(tmp_path / "prometheus", [prometheus.ScrapeJob(
+            "hanzo-stream-jobs", (), file_sd=str(targets / "*.json"))], rules=[],
+            scrape_interval="1s", evaluation_interval="1s")
+        read = f'sum(hanzo_stream_spark_input_rows_total{{spark_job="{name}"}})'
+        wait_for(lambda: (lambda r: r and float(r[0]["value"][1]) >= len(events))(
+            prometheus.query(url, read)), JOB_TIMEOUT, "the job's rows in Prometheus", every=2)
+        queries = dashboards.panel_queries([dashboards.JOBS_DASHBOARD.file])
+        assert len(queries) >= 7
+        missing = [q for q in queries if not wait_for(
+            lambda q=q: prometheus.query(url, dashboards.expand(q.expr, {"spark_job": name})),
+            60, f"data for {q.panel}", every=2)]
+        assert not missing
+    finally:
+        process.stop(name, home)
+        prometheus.stop(tmp_path / "prometheus")

@@ -151,3 +151,19 @@ def test_a_jmx_agent_download_opens_https_for_the_brokers_only_then():
     pols = of_kind(render("prod", sets), "NetworkPolicy")
     assert egress_allowed(pols, "hanzo", BROKER, 443, "internet", {})
     assert not egress_allowed(pols, "hanzo", BROKER, 80, "internet", {})
+
+
+def test_the_spark_drivers_metrics_are_for_prometheus_only(policies):
+    app = render("prod")
+    drivers = [m for m in of_kind(app, "Deployment")
+               if m["spec"]["template"]["metadata"]["labels"].get("hanzo.ai/spark-role") == "driver"]
+    assert drivers
+    for d in drivers:
+        tpl = d["spec"]["template"]
+        c = tpl["spec"]["containers"][0]
+        port = next(p["containerPort"] for p in c["ports"] if p["name"] == "metrics")
+        assert tpl["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+        assert {"name": "HANZO_STREAM_METRICS_LISTEN", "value": f"0.0.0.0:{port}"} in c["env"]
+        labels = tpl["metadata"]["labels"]
+        assert allowed(policies, "hanzo", labels, port, "monitoring", APP)
+        assert not allowed(policies, "hanzo", labels, port, "hanzo", APP)

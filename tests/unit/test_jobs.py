@@ -761,3 +761,33 @@ def test_a_final_commit_that_fails_is_reported_with_the_offsets_it_left(caplog):
     assert "final offsets of group audit-archive were NOT committed" in error
     assert "GROUP_AUTHORIZATION_FAILED" in error and "audit_log[0]=9, audit_log[1]=4" in error
     assert c.close() is False  # closing again changes nothing and still says so
+
+
+def test_a_spark_jobs_metrics_follow_its_queries_progress():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from hanzo_stream.jobs.progress_metrics import ProgressMetrics
+
+    m = ProgressMetrics("billing-agg")
+    reg = CollectorRegistry()
+    reg.register(m)
+    base = {"name": "billing", "timestamp": "2026-11-27T03:00:00.000Z", "batchDuration": 4850,
+            "numInputRows": 200_000, "inputRowsPerSecond": 25_000.0,
+            "processedRowsPerSecond": 41_237.1,
+            "stateOperators": [{"numRowsTotal": 120, "memoryUsedBytes": 65_536},
+                               {"numRowsTotal": 3, "memoryUsedBytes": 1_024}]}
+    m.update(base)
+    m.update(base | {"numInputRows": 0, "inputRowsPerSecond": "NaN", "batchDuration": 12})
+    text = generate_latest(reg).decode()
+    at = '{query="billing",spark_job="billing-agg"}'
+    for line in (f"hanzo_stream_spark_batch_duration_seconds{at} 0.012",
+                 f"hanzo_stream_spark_input_rows_per_second{at} 0.0",  # NaN: no rows
+                 f"hanzo_stream_spark_processed_rows_per_second{at} 41237.1",
+                 f"hanzo_stream_spark_state_rows{at} 123.0",
+                 f"hanzo_stream_spark_state_bytes{at} 66560.0",
+                 f"hanzo_stream_spark_input_rows_total{at} 200000.0",
+                 f"hanzo_stream_spark_batches_total{at} 2.0",
+                 f"hanzo_stream_spark_last_progress_timestamp_seconds{at} 1795748400"):
+        name = line.split("{")[0]
+        got = [ln for ln in text.splitlines() if ln.startswith(name + "{")]
+        assert got and float(got[0].rsplit(" ", 1)[1]) == float(line.rsplit(" ", 1)[1]), (line, got)
