@@ -5,7 +5,8 @@
 #     (their system services are never started: the node runs its own, see hanzo_stream/kube/node.py);
 #   - etcd, Kubernetes, CoreDNS, the Pulumi CLI and pulumi-resource-kubernetes built from the Go
 #     module proxy (cached by version in ~/.cache/hanzo-stream/kube/bin; cold ~30 min, warm seconds);
-#   - the container images, built from Debian, PyPI and Maven Central (cached likewise).
+#   - the container images, built from Debian, PyPI and Maven Central (cached likewise),
+#     beside the Go builds (they need none of their binaries).
 # Called by .ci/install (which runs every .ci/install-*.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +25,13 @@ for unit in containerd etcd; do
   fi
 done
 
-build() {
-  python -m hanzo_stream.kube.build && python -m hanzo_stream.kube.images build
+build() {  # the images need none of the Go binaries: both at once (their waits overlap)
+  local go=0 img=0
+  python -m hanzo_stream.kube.images build &
+  local images=$!
+  python -m hanzo_stream.kube.build || go=$?
+  wait "$images" || img=$?
+  [ "$go" -eq 0 ] && [ "$img" -eq 0 ]
 }
 if [ "${HANZO_STREAM_KUBE_BUILD:-}" = background ]; then
   # CI (.ci/run): a cold build takes most of an hour on two cores, while most of the suite
