@@ -211,6 +211,10 @@ JVM = Row("Broker JVM and host", (
     Panel("Threads", (_q(f"jvm_threads_current{{{BROKER}}}", "{{instance}}"),)),
 ))
 
+# Panels whose series come only from a cluster's node metrics (kubelet volume stats on
+# Kubernetes, node_exporter elsewhere): the local platform and its tests have neither.
+FROM_NODE_METRICS = frozenset({"Data volume free"})
+
 DISK = Row("Disk", (
     Panel("Data volume free", (
         _q("hanzo_stream:kafka_volume_available:ratio",

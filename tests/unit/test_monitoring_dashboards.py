@@ -219,3 +219,10 @@ def test_the_overview_has_quorum_jvm_and_disk_rows() -> None:
     doc = json.loads(dashboards.OVERVIEW.file.read_text())
     rows = [p["title"] for p in doc["panels"] if p["type"] == "row"]
     assert {"KRaft quorum", "Broker JVM and host", "Disk"} <= set(rows)
+
+
+def test_panels_left_to_node_metrics_exist_and_read_only_those() -> None:
+    """Every panel a live test may skip is a real panel, and reads the node-metrics series."""
+    by_title = {q.panel: q.expr for q in dashboards.panel_queries()}
+    for title in dashboards.FROM_NODE_METRICS:
+        assert by_title[title] == "hanzo_stream:kafka_volume_available:ratio", title
