@@ -78,7 +78,7 @@ VARIABLES: tuple[Variable, ...] = (
              "`host:port` of their `/metrics` (`127.0.0.1:0`: any free port)."),
     Variable("HANZO_STREAM_SCRAPE_TARGETS", "the plain consumers, locally",
              "A directory of Prometheus file_sd files where each registers its `/metrics`."),
-    Variable("HANZO_STREAM_KUBE_BUILD", ".ci/install-kube.sh",
+    Variable("HANZO_STREAM_KUBE_BUILD", ".ci/install, .ci/install-kube.sh",
              "`background`: build Kubernetes, Pulumi and the images beside the test suite (CI)."),
     Variable("HANZO_STREAM_KUBE_REUSE", "the Kubernetes tests",
              "`1`: use (and keep) the node `hanzo-stream local kube up` started."),
