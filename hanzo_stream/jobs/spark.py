@@ -9,6 +9,7 @@ closure would add a second Hadoop, Scala and SLF4J next to PySpark's own.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,6 +132,8 @@ def build_session(spec: JobSpec, master: str | None = None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM for us
+    if not submitted:  # Python workers run this interpreter (its packages), not PATH's python3
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in session_conf(spec, master, submitted=submitted).items():
         builder = builder.config(key, value)

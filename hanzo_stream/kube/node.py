@@ -183,8 +183,8 @@ class Node:
         for b in ("nsenter", "unshare", "ip", "socat", "containerd", "runc", "ctr",
                   "iptables", "mount"):
             if shutil.which(b) is None:
-                raise NodeFailed(f"`{b}` is not installed: run .ci/install (it installs the "
-                                 "local Kubernetes' Debian packages)")
+                raise NodeFailed(f"`{b}` is not installed: run .ci/install-kube.sh (it installs "
+                                 "the local Kubernetes' Debian packages and builds the rest)")
         self.binary("kubelet")  # builds on a cold machine, before anything starts
         self.home.mkdir(parents=True, exist_ok=True)
         netns.create(self.addr)

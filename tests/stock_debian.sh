@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016,SC2317  # (single-quoted scripts run in the root; cleanup runs on EXIT)
+# The README's first command on a stock Debian: a fresh minimal root file system built from
+# Debian's packages (mmdebstrap, variant minbase, plus python3 as the README assumes), this
+# checkout copied into it, and `./dev up` run inside it as root until the platform shows
+# "all flowing"; then `./dev down --purge`. Nothing from this machine's Python, JDK or caches
+# is visible inside: every package, wheel and jar is downloaded afresh.
+#
+#   tests/stock_debian.sh [bookworm|trixie]      (as root; prints the time each step took)
+#
+# The root shares this machine's network (it downloads from Debian, PyPI and Maven Central, and
+# the platform listens on 127.0.0.1), so run it when no local platform is up here. Its mounts
+# live in a private mount namespace, so they end with it; the root directory is removed.
+set -euo pipefail
+suite="${1:-bookworm}"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+[ "$(id -u)" -eq 0 ] || { echo "run as root (mmdebstrap and chroot)" >&2; exit 64; }
+command -v mmdebstrap >/dev/null || { echo "needs mmdebstrap: apt-get install mmdebstrap" >&2; exit 64; }
+if (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
+  echo "something listens on 127.0.0.1:9092: stop the local platform first (./dev down)" >&2
+  exit 1
+fi
+
+root="$(mktemp -d /var/tmp/hanzo-stock-debian.XXXXXX)"
+leftovers() {  # processes whose root directory is inside the Debian root
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+cleanup() {
+  local pids
+  pids="$(leftovers)"
+  [ -z "$pids" ] || echo "$pids" | xargs kill -9 2>/dev/null || true
+  sleep 1
+  rm -rf --one-file-system "$root"
+}
+trap cleanup EXIT
+
+t0=$SECONDS
+step() { echo "==> [$((SECONDS - t0)) s] $*"; }
+
+step "mmdebstrap $suite (minbase + python3) into $root"
+mmdebstrap --quiet --variant=minbase --include=python3,ca-certificates \
+  "$suite" "$root" http://deb.debian.org/debian
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+mkdir -p "$root/root/hanzo-stream"
+git -C "$repo" ls-files -z --cached --others --exclude-standard \
+  | (cd "$repo" && xargs -0 tar -cf - --no-recursion) | tar -xf - -C "$root/root/hanzo-stream"
+step "$(chroot "$root" sh -c '. /etc/os-release; echo "$PRETTY_NAME, $(python3 --version)"'), \
+no pip: $(chroot "$root" python3 -m pip --version >/dev/null 2>&1 && echo no || echo yes)"
+
+inside() {  # run a shell command in the root, in a private mount namespace with /proc, /dev, /sys
+  unshare --mount --propagation private /bin/bash -c '
+    set -e; r=$1; shift
+    mount -t proc proc "$r/proc"; mount --rbind /sys "$r/sys"; mount --rbind /dev "$r/dev"
+    mount -t tmpfs -o mode=1777 tmpfs "$r/tmp"
+    exec chroot "$r" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c "$1"
+  ' inside "$root" "$1"
+}
+
+step "./dev up (installs everything, then starts the platform)"
+status=0
+inside 'cd /root/hanzo-stream && ./dev up 2>&1 | tee /root/dev-up.log; exit ${PIPESTATUS[0]}' || status=$?
+grep -q "all flowing" "$root/root/dev-up.log" || [ "$status" -ne 0 ] || status=1
+step "./dev up exited $status"
+inside 'cd /root/hanzo-stream && ./dev down --purge' || true
+step "done: ./dev up on a fresh Debian $suite $([ "$status" -eq 0 ] && echo "reached all flowing" || echo FAILED)"
+exit "$status"
