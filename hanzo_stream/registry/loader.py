@@ -42,35 +42,148 @@ class RegistryInvalid(Exception):
 Path_ = tuple[str | int, ...]
 
 
+#: Bounds on what a registry file may be: a pull request is read before anything trusts it.
+MAX_BYTES = 8 * 1024 * 1024  # ~100,000 topics' worth of entries
+MAX_DEPTH = 12  # the deepest real field (topics[].dead_letters.warning) is 4 levels down
+#: Characters a reviewer cannot see or that reorder what they see (Trojan Source, CVE-2021-42574).
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e"
+                     "\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def _read(path: Path, file: str) -> str:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise RegistryInvalid(
+            [Problem(file, 0, "(file)", "file not found", "run from the repo root or pass --registry")]
+        ) from None
+    if len(raw) > MAX_BYTES:
+        raise RegistryInvalid([Problem(file, 0, "(file)", f"the file is over {MAX_BYTES:,} bytes",
+                                       "a registry this large is not one a reviewer can read; split "
+                                       "it or remove what is generated")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise RegistryInvalid([Problem(file, line, "(file)", f"not UTF-8 (byte {e.start})",
+                                       "save the file as UTF-8")]) from None
+
+
+def _yaml_problem(e: yaml.YAMLError, file: str) -> Problem:
+    mark = getattr(e, "problem_mark", None)
+    what = "; ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+    where = f" (column {mark.column + 1})" if mark else ""
+    return Problem(file, mark.line + 1 if mark else 1, "(yaml)",
+                   f"not valid YAML: {what or e}{where}", "fix the YAML syntax")
+
+
+def _refuse_yaml_features(text: str, file: str) -> None:
+    """A pass over the event stream (iterative: no recursion, no expansion) before anything is
+    built: aliases (the billion-laughs bomb, cycles), anchors, explicit tags and deep nesting are
+    refused with their line, so what a reviewer reads is exactly what is applied."""
+    problems = [Problem(file, text.count("\n", 0, m.start()) + 1, "(file)",
+                        f"contains the invisible or control character U+{ord(m.group()):04X}",
+                        "remove it: every character of the registry must be visible to its reviewer")
+                for m in _HIDDEN.finditer(text)][:20]
+    if problems:
+        raise RegistryInvalid(problems)
+    depth = 0
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            line = ev.start_mark.line + 1
+            if isinstance(ev, yaml.AliasEvent):
+                problems.append(Problem(file, line, "(yaml)", f"alias *{ev.anchor} is not allowed",
+                                        "write the value out in full: what a reviewer reads must "
+                                        "be what is applied"))
+            elif getattr(ev, "anchor", None):
+                problems.append(Problem(file, line, "(yaml)", f"anchor &{ev.anchor} is not allowed",
+                                        "remove the anchor and write each value out"))
+            if getattr(ev, "tag", None) and not isinstance(ev, yaml.DocumentStartEvent):
+                problems.append(Problem(file, line, "(yaml)", f"explicit tag {ev.tag} is not allowed",
+                                        "remove the tag; the registry holds plain strings, numbers, "
+                                        "lists and mappings"))
+            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    problems.append(Problem(file, line, "(yaml)",
+                                            f"nested more than {MAX_DEPTH} levels deep",
+                                            "flatten it: no registry field is this deep (see "
+                                            "docs/registry.md)"))
+                    break
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            if len(problems) >= 20:
+                break
+    except yaml.YAMLError as e:
+        problems.append(_yaml_problem(e, file))
+    if problems:
+        raise RegistryInvalid(problems)
+
+
 def _compose_with_lines(text: str, file: str) -> tuple[Any, dict[Path_, int]]:
-    """Parse YAML keeping the 1-based line of every value, keyed by its path."""
+    """Parse YAML keeping the 1-based line of every value, keyed by its path. Keys must be
+    plain scalars and appear once; no string may hide characters from its reviewer."""
+    _refuse_yaml_features(text, file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        raise RegistryInvalid(
-            [Problem(file, line, "(yaml)", f"not valid YAML: {e}", "fix the YAML syntax")]
-        ) from None
+        raise RegistryInvalid([_yaml_problem(e, file)]) from None
     lines: dict[Path_, int] = {}
+    problems: list[Problem] = []
     constructor = yaml.constructor.SafeConstructor()
+
+    def shown(path: Path_) -> str:
+        return ".".join(map(str, path)) or "(root)"
+
+    def scalar(node: yaml.ScalarNode, path: Path_) -> Any:
+        try:
+            value = constructor.construct_object(node)
+        except yaml.YAMLError as e:
+            problems.append(Problem(file, node.start_mark.line + 1, shown(path),
+                                    f"cannot be read: {getattr(e, 'problem', e)}", "quote the value"))
+            return None
+        if isinstance(value, str) and (m := _HIDDEN.search(value)):
+            problems.append(Problem(file, node.start_mark.line + 1, shown(path),
+                                    f"contains the invisible or control character "
+                                    f"U+{ord(m.group()):04X}",
+                                    "remove it: every character of the registry must be visible "
+                                    "to its reviewer"))
+        return value
 
     def walk(node: yaml.Node | None, path: Path_) -> Any:
         if node is None:
             return None
         lines[path] = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
-            out = {}
+            out: dict[Any, Any] = {}
+            first: dict[Any, int] = {}
             for k, v in node.value:
-                key = k.value
-                lines[(*path, key)] = k.start_mark.line + 1
+                line = k.start_mark.line + 1
+                if not isinstance(k, yaml.ScalarNode):
+                    problems.append(Problem(file, line, shown(path), "a key must be a plain name, "
+                                            "not a list or a mapping", "use a plain name as the key"))
+                    continue
+                key = scalar(k, (*path, k.value))
+                if not isinstance(key, str | int) or isinstance(key, bool):
+                    key = k.value
+                if key in first:
+                    problems.append(Problem(file, line, shown((*path, key)),
+                                            f"duplicate key {key!r} (first on line {first[key]}); "
+                                            "YAML would silently keep only the last",
+                                            "keep one of the two"))
+                    continue
+                first[key] = line
+                lines[(*path, key)] = line
                 out[key] = walk(v, (*path, key))
             return out
         if isinstance(node, yaml.SequenceNode):
             return [walk(v, (*path, i)) for i, v in enumerate(node.value)]
-        return constructor.construct_object(node)
+        return scalar(node, path)
 
     data = walk(root, ())
+    if problems:
+        raise RegistryInvalid(problems[:50])
     return data, lines
 
 
@@ -132,13 +245,7 @@ def load_registry(path: str | Path = "topics.yaml") -> Registry:
 
     path = Path(path)
     file = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise RegistryInvalid(
-            [Problem(file, 0, "(file)", "file not found", "run from the repo root or pass --registry")]
-        ) from None
-    data, lines = _compose_with_lines(text, file)
+    data, lines = _compose_with_lines(_read(path, file), file)
 
     def line_of(p: Path_) -> int:
         while p and p not in lines:

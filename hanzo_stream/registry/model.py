@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 WILDCARD = "*"
+ADMIN = "admin"  # the platform's super user (broker_config, infra/credentials.py): never a service
 
 DEFAULT_LAG_WARNING = 100_000
 DEFAULT_LAG_CRITICAL = 1_000_000

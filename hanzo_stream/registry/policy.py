@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .model import WILDCARD, Registry
+from .model import ADMIN, WILDCARD, Registry
 
 Finding = tuple[tuple[str | int, ...], str, str]
 
@@ -30,6 +30,33 @@ FORBIDDEN_CONFIGS = {
                            "docs/reconciler.md#replication-factor)",
     "leader.replication.throttled.replicas": "the reconciler sets it only while it moves replicas",
     "follower.replication.throttled.replicas": "the reconciler sets it only while it moves replicas",
+}
+
+
+#: Topic configs the registry may set, each within bounds that keep the cluster healthy (a
+#: `retention.bytes: 1` empties a topic, `segment.ms: 1` opens a file per millisecond, a 100 MB
+#: `max.message.bytes` outgrows the replica fetches). Anything else is refused.
+MiB = 1024 * 1024
+HOUR_MS = 3_600_000
+INT_CONFIGS: dict[str, tuple[int, int, str]] = {  # name: (low, high, why)
+    "max.message.bytes": (512 * 1024, 8 * MiB, "an event is at most 256 KiB (the standard)"),
+    "retention.bytes": (100 * MiB, 2**62, "per partition; -1 (no size bound) is also allowed"),
+    "segment.bytes": (MiB, 1024 * MiB, "Kafka's default is 1 GiB"),
+    "segment.ms": (10 * 60_000, 365 * 24 * HOUR_MS, "each segment is an open file"),
+    "message.timestamp.before.max.ms": (60_000, 2**62, "how old a producer's timestamp may be"),
+    "message.timestamp.after.max.ms": (60_000, 2**62, "how far ahead a producer's clock may be"),
+}
+ENUM_CONFIGS: dict[str, tuple[str, ...]] = {
+    "compression.type": ("producer", "uncompressed", "lz4", "zstd", "gzip", "snappy"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+}
+RETENTION_MS = (HOUR_MS, 3650 * 24 * HOUR_MS)  # 1h to 10 years
+#: The standard's topics whose loss or silent change costs money or compliance evidence.
+PROTECTED_TOPICS = ("billing_events", "audit_log", "dead_letter")
+DESTRUCTIVE = frozenset({"DELETE", "ALTER", "ALTER_CONFIGS", "ALL"})
+RESERVED_PRINCIPALS = {
+    ADMIN: "it is the platform's super user",
+    "anonymous": "it is Kafka's unauthenticated principal (User:ANONYMOUS)",
 }
 
 
@@ -104,11 +131,86 @@ def keys(reg: Registry, data: dict) -> Iterator[Finding]:
 
 
 def configs(reg: Registry, data: dict) -> Iterator[Finding]:
+    allowed = ", ".join(sorted([*INT_CONFIGS, *ENUM_CONFIGS]))
     for i, t in enumerate(reg.topics):
-        for key in t.config:
+        for key, value in t.config.items():
+            p = ("topics", i, "config", key)
             if key in FORBIDDEN_CONFIGS:
-                yield (("topics", i, "config", key), f"config {key!r} may not be set here",
-                       FORBIDDEN_CONFIGS[key])
+                yield p, f"config {key!r} may not be set here", FORBIDDEN_CONFIGS[key]
+            elif key in ENUM_CONFIGS:
+                if value not in ENUM_CONFIGS[key]:
+                    yield p, f"{key} {value!r} is not one Kafka knows", \
+                        f"use one of: {', '.join(ENUM_CONFIGS[key])}"
+            elif key in INT_CONFIGS:
+                low, high, why = INT_CONFIGS[key]
+                n = int(value) if re.fullmatch(r"-?[0-9]{1,19}", value) else None
+                if n is None or not (low <= n <= high or (n == -1 and key == "retention.bytes")):
+                    yield p, f"{key} {value} is outside {low:,} to {high:,} ({why})", \
+                        f"set a whole number from {low:,} to {high:,}"
+            else:
+                yield p, f"config {key!r} is not one the registry manages", \
+                    f"use one of: {allowed}; anything else is the platform team's (docs/registry.md)"
+
+
+def retention(reg: Registry, data: dict) -> Iterator[Finding]:
+    low, high = RETENTION_MS
+    for i, t in enumerate(reg.topics):
+        if not low <= t.retention_ms <= high:
+            yield (("topics", i, "retention"),
+                   f"retention {data['topics'][i]['retention']} is outside 1h to 3650d",
+                   "keep events at least an hour (consumers must be able to catch up) and at "
+                   "most ten years; archive older ones (audit-archive)")
+
+
+def reserved_principals(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, p in enumerate(reg.principals):
+        if p.name.lower() in RESERVED_PRINCIPALS:
+            yield (("principals", i, "name"),
+                   f"principal name {p.name!r} is reserved: {RESERVED_PRINCIPALS[p.name.lower()]}",
+                   "give the service a name of its own")
+
+
+def prefix_reach(reg: Registry, data: dict) -> Iterator[Finding]:
+    """A prefix grant may cover only what its principal already owns: topics it produces, groups
+    it runs. Names that begin with `_` are Kafka's and the tools' own (__consumer_offsets,
+    __transaction_state, _schemas)."""
+    for i, e in enumerate(reg.extra_grants):
+        if e.pattern_type != "PREFIXED":
+            continue
+        kind = "topic" if e.resource_type == "TOPIC" else "group"
+        p = ("acls", i, f"{kind}_prefix")
+        if e.resource_name.startswith("_"):
+            yield (p, f"{kind}_prefix {e.resource_name!r} reaches Kafka's internal {kind}s",
+                   "internal topics and groups are the brokers' and the platform's; grant nothing there")
+            continue
+        if kind == "topic":
+            others = [t.name for t in reg.topics
+                      if t.name.startswith(e.resource_name) and e.principal not in t.producers]
+        else:
+            others = [g.name for g in reg.groups
+                      if g.name.startswith(e.resource_name) and g.principal != e.principal]
+        if others:
+            yield (p, f"{kind}_prefix {e.resource_name!r} reaches {', '.join(sorted(others))}, "
+                      f"which {e.principal} does not own",
+                   f"grant those {kind}s by name ({kind}: NAME) so their owners can review it, or "
+                   f"narrow the prefix to {e.principal}'s own")
+
+
+def protected_topics(reg: Registry, data: dict) -> Iterator[Finding]:
+    for i, e in enumerate(reg.extra_grants):
+        ops = sorted(DESTRUCTIVE & set(e.operations))
+        if e.resource_type != "TOPIC" or not ops:
+            continue
+        for name in PROTECTED_TOPICS:
+            reached = (name == e.resource_name if e.pattern_type == "LITERAL"
+                       else name.startswith(e.resource_name))
+            documented = any(t.name == name and "destructive_acls" in t.exceptions
+                             for t in reg.topics)
+            if reached and not documented:
+                yield (("acls", i, "operations"),
+                       f"{', '.join(ops)} on {name} lets {e.principal} delete or rewrite it",
+                       f"drop {', '.join(ops)}, or document why under "
+                       f"topics[{name}].exceptions.destructive_acls")
 
 
 def references(reg: Registry, data: dict) -> Iterator[Finding]:
@@ -174,8 +276,9 @@ def dead_letter_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
 
 
 RULES: tuple[Callable[[Registry, dict], Iterator[Finding]], ...] = (
-    topic_names, group_names, duplicates, partitions, keys, configs, references,
-    least_privilege, lag_thresholds, dead_letter_thresholds,
+    topic_names, group_names, duplicates, partitions, keys, configs, retention, references,
+    reserved_principals, least_privilege, prefix_reach, protected_topics, lag_thresholds,
+    dead_letter_thresholds,
 )
 
 

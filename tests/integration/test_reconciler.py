@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from hanzo_stream.cli import app
 from hanzo_stream.reconcile import Options, execute, make_plan, observe
 from hanzo_stream.reconcile import plan as reconcile_plan
+from hanzo_stream.reconcile import run as reconcile_run
 from hanzo_stream.reconcile.changes import DeleteTopic
 from hanzo_stream.reconcile.run import await_visible
 from hanzo_stream.registry import load_registry
@@ -225,13 +226,22 @@ def test_partial_failure_applies_the_rest_and_rerun_converges(hip_cluster, regis
 
 
 def test_validate_only_catches_what_the_broker_rejects(hip_cluster, registry, tmp_path):
+    """Policy refuses a nonsense config before any cluster is asked; should a change ever get
+    past policy, the brokers' validate-only pass still stops it at plan time."""
     data = yaml.safe_load((ROOT / "topics.yaml").read_text())
     data["topics"].append({"name": "bad_config_topic", "partitions": 4, "retention": "1d", "key": "team_id",
                            "config": {"max.message.bytes": "-5"}})
     reg = tmp_path / "topics.yaml"
     reg.write_text(yaml.safe_dump(data))
     code, output = cli(hip_cluster, "plan", "--registry", str(reg))
-    assert code == 1 and "broker rejects" in output and "bad_config_topic" in output
+    assert code == 1 and "topics[bad_config_topic].config.max.message.bytes" in output
+    assert "broker rejects" not in output  # refused before the cluster was asked
+
+    bad = dataclasses.replace(registry.topics[0], name="bad_config_topic",
+                              config={"max.message.bytes": "-5"})
+    past_policy = dataclasses.replace(registry, topics=(*registry.topics, bad))
+    p = reconcile_run.plan(hip_cluster.admin_client(), past_policy)
+    assert any("broker rejects" in e and "bad_config_topic" in e for e in p.errors), p.errors
     assert "bad_config_topic" not in hip_cluster.admin_client().list_topics(timeout=10).topics
 
 

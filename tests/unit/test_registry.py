@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ def hip() -> dict:
 
 def load(tmp_path: Path, data: dict):
     f = tmp_path / "topics.yaml"
-    f.write_text(yaml.safe_dump(data, sort_keys=False))
+    # through JSON: edits that share a list would otherwise be dumped as a YAML alias (refused)
+    f.write_text(yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False))
     return load_registry(f)
 
 
