@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -88,14 +89,88 @@ class SchemaSet:
         return walk(schema, ())
 
 
-def read_file(path: Path, rel: str) -> dict[str, Any]:
+MAX_DEPTH = 64  # the deepest shipped schema nests ~8 levels; every walker below recurses
+_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _parse(text: str, rel: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SchemaFileError(f"{rel}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise SchemaFileError(f"{rel}: nests deeper than Python's JSON reader allows; "
+                              f"a schema nests at most {MAX_DEPTH} levels") from None
     if not isinstance(data, dict):
         raise SchemaFileError(f"{rel}: a schema must be a JSON object")
     return data
+
+
+def read_file(path: Path, rel: str) -> dict[str, Any]:
+    try:
+        return _parse(path.read_text(encoding="utf-8"), rel)
+    except UnicodeDecodeError as e:
+        raise SchemaFileError(f"{rel}: not UTF-8: {e}") from None
+
+
+def _walk_refs(data: Any, rel: str) -> Iterator[tuple[str, str]]:
+    """(JSON pointer, reference) of every reference in a schema, walked without recursion;
+    too deep a schema is refused here, before anything recursive reads it."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        node, at, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise SchemaFileError(f"{rel}: {at or '/'} nests more than {MAX_DEPTH} levels deep; "
+                                  "flatten it (a shared part belongs under defs/)")
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in _REF_KEYS and isinstance(v, str):
+                    yield f"{at}/{k}", v
+                stack.append((v, f"{at}/{k}", depth + 1))
+        elif isinstance(node, list):
+            stack.extend((v, f"{at}/{i}", depth + 1) for i, v in enumerate(node))
+
+
+def check_references(files: dict[str, dict[str, Any]]) -> None:
+    """Every reference stays inside the schema set: a fragment of the same file, or another
+    file by its `$id`. Nothing is ever fetched or read from elsewhere (an `http:` or `file:`
+    reference would make every validator a network or file client), and no chain of files
+    refers back to itself (a bundle inlines each reference)."""
+    ids = {s["$id"]: rel for rel, s in files.items() if isinstance(s.get("$id"), str)}
+    problems: list[str] = []
+    edges: dict[str, set[str]] = {}
+    for rel, data in files.items():
+        for at, ref in _walk_refs(data, rel):
+            if ref.startswith("#"):
+                continue
+            if ref not in ids:
+                problems.append(f"{rel}: {at} {ref!r} is not a schema of this set; a reference is "
+                                f"a fragment of its own file (#/...) or another file's whole $id "
+                                f"({BASE_ID}...), and nothing is fetched: add the schema under "
+                                "schemas/")
+            else:
+                edges.setdefault(rel, set()).add(ids[ref])
+    state: dict[str, int] = {}  # 1: on the current path, 2: done (a linear depth-first search)
+    for start in sorted(edges):
+        if state.get(start):
+            continue
+        path, todo = [start], [iter(sorted(edges[start]))]
+        state[start] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                todo.pop()
+            elif state.get(nxt) == 1:
+                cycle = [*path[path.index(nxt):], nxt]
+                problems.append(f"{nxt}: $ref cycle {' -> '.join(cycle)}; a schema cannot "
+                                "include itself (each reference is inlined): break the cycle")
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(sorted(edges.get(nxt, ()))))
+    if problems:
+        raise SchemaFileError("\n".join(problems))
 
 
 def schema_paths(root: Path) -> list[str]:
@@ -108,7 +183,9 @@ def schema_paths(root: Path) -> list[str]:
 
 def load(root: str | Path = "schemas") -> SchemaSet:
     root = Path(root)
-    return SchemaSet(root, {rel: read_file(root / rel, rel) for rel in schema_paths(root)})
+    files = {rel: read_file(root / rel, rel) for rel in schema_paths(root)}
+    check_references(files)
+    return SchemaSet(root, files)
 
 
 def load_schemas(default: Path, env: dict[str, str] | None = None) -> SchemaSet:
@@ -121,13 +198,6 @@ def load_schemas(default: Path, env: dict[str, str] | None = None) -> SchemaSet:
 
 def from_texts(root: Path, texts: dict[str, str]) -> SchemaSet:
     """A SchemaSet from file contents (e.g. read with `git show`); bad files raise."""
-    files = {}
-    for rel, text in texts.items():
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SchemaFileError(f"{rel}: not valid JSON: {e}") from None
-        if not isinstance(data, dict):
-            raise SchemaFileError(f"{rel}: a schema must be a JSON object")
-        files[rel] = data
+    files = {rel: _parse(text, rel) for rel, text in texts.items()}
+    check_references(files)
     return SchemaSet(root, files)
