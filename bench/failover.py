@@ -44,8 +44,7 @@ class Cluster:
 
     def __init__(self, home: Path, brokers: int, registry):
         self.home, self.brokers = home / "kafka", brokers
-        self.creds = credentials.load_or_create(home / "credentials.json",
-                                                sorted(registry.principal_names()))
+        self.creds = credentials.of_home(home, registry.principal_names())
         self.local = kafka.start(self.home, self.creds, brokers=brokers, timeout=240)
         admin = CountingAdmin(self.admin_client())
         passwords = dict(self.creds.principals)

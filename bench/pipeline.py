@@ -264,7 +264,7 @@ def main() -> None:
 
     home = Path(tempfile.mkdtemp(prefix="hs-bench-pipeline-"))
     registry = load_registry(ROOT / "topics.yaml")
-    creds = credentials.load_or_create(home / "credentials.json", sorted(registry.principal_names()))
+    creds = credentials.of_home(home, registry.principal_names())
     cluster = kafka.start(home / "kafka", creds, heap_mb=1024)
     started: list[tuple[str, Path]] = []
     try:

@@ -222,7 +222,7 @@ def main() -> None:
     from hanzo_stream.schemas.store import load_schemas
 
     home = Path(tempfile.mkdtemp(prefix="hs-stages-"))
-    creds = credentials.load_or_create(home / "credentials.json", [])
+    creds = credentials.of_home(home)
     cluster = kafka.start(home / "kafka", creds, heap_mb=1024)
     worker = None
     try:

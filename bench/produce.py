@@ -209,7 +209,7 @@ def main() -> None:
 
         with tempfile.TemporaryDirectory(prefix="hs-bench-produce-") as tmp:
             home = Path(tmp)
-            creds = credentials.load_or_create(home / "credentials.json", [])
+            creds = credentials.of_home(home)
             cluster = kafka.start(home / "kafka", creds, brokers=1, heap_mb=1024)
             try:
                 body = bench(cluster.connection("admin", creds.admin), args.events, args.rounds)

@@ -57,7 +57,7 @@ def main() -> None:
         t0 = time.monotonic()
         reg = load_registry(generate(args.topics, home / "topics.yaml"))
         load_s = time.monotonic() - t0
-        creds = credentials.load_or_create(home / "credentials.json", sorted(reg.principal_names()))
+        creds = credentials.of_home(home, reg.principal_names())
         cluster = kafka.start(home / "kafka", creds, brokers=1, heap_mb=1024)
         try:
             def admin() -> CountingAdmin:

@@ -229,7 +229,7 @@ def main() -> None:
     pythons = {SPARK_VERSION: Path(sys.executable), SPARK_BASELINE_VERSION: baseline_python()}
     jar_sets = {SPARK_VERSION: [str(p) for p in connector_jars()], SPARK_BASELINE_VERSION: baseline_jars()}
     home = Path(tempfile.mkdtemp(prefix="hs-spark-versions-"))
-    creds = credentials.load_or_create(home / "credentials.json", [])
+    creds = credentials.of_home(home)
     cluster = kafka.start(home / "kafka", creds, heap_mb=1024)
     hours = 24.0
     totals: dict = {}

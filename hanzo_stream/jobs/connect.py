@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from .. import state
 from ..connection import Connection, ConnectionError_
 from ..reconcile.secrets import env_name
 
@@ -25,7 +26,7 @@ def principal_password(principal: str, env: Mapping[str, str], home: Path | None
         return env[env_name(principal)]
     files = [env.get("HANZO_STREAM_SECRETS_FILE")]
     if home is not None:
-        files.append(str(home / "credentials.json"))
+        files.append(str(state.credentials_file(home)))
     for f in filter(None, files):
         if Path(f).exists():
             doc = json.loads(Path(f).read_text())

@@ -12,13 +12,14 @@ Credentials are never Spark or Hadoop configuration: Spark prints its configurat
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+from .. import state
 
 ENDPOINT_ENV = "HANZO_STREAM_S3_ENDPOINT"
 ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
@@ -75,20 +76,13 @@ def of_spec(spec: Any, env: Mapping[str, str] | None = None) -> S3Access:
 
 
 def local_endpoint(home: Path) -> str | None:
-    """The local platform's object store, while it runs (hanzo_stream.local.object_store)."""
-    from ..local import object_store
-
-    return object_store.url(home / object_store.NAME)
+    """The local platform's object store, while it runs (local/object_store.py starts it)."""
+    return state.running_url(home / state.OBJECT_STORE, state.OBJECT_STORE)
 
 
 def _local_keys(home: Path) -> tuple[str | None, str | None]:
-    from ..local.credentials import S3_ACCESS_KEY, S3_SECRET_KEY
-
-    f = home / "credentials.json"
-    if not f.exists():
-        return None, None
-    services = json.loads(f.read_text()).get("services", {})
-    return services.get(S3_ACCESS_KEY), services.get(S3_SECRET_KEY)
+    services = state.read_credentials(home).get("services", {})
+    return services.get(state.S3_ACCESS_KEY), services.get(state.S3_SECRET_KEY)
 
 
 def is_s3(path: str) -> bool:

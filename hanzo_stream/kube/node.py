@@ -130,7 +130,7 @@ class Node:
         """The store's key pair: generated on first use, kept 0600 under the node's home."""
         from ..local import credentials
 
-        return credentials.load_or_create(self.object_store_home / "credentials.json", [])
+        return credentials.of_home(self.object_store_home)
 
     def object_store(self) -> S3Access:
         """The object store's endpoint and key pair (S3Access never prints the secret key)."""

@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-S3_ACCESS_KEY = "s3-access-key"
-S3_SECRET_KEY = "s3-secret-key"
-PAGERDUTY_ROUTING_KEY = "pagerduty-routing-key"
+from ..state import PAGERDUTY_ROUTING_KEY, S3_ACCESS_KEY, S3_SECRET_KEY, credentials_file
 
 # Generated on first use. An access key id looks like AWS's (20 upper-case characters); a
 # PagerDuty Events API v2 integration key is 32 hex characters.
@@ -56,6 +54,11 @@ class Credentials:
 
 def _new_password() -> str:
     return secrets.token_urlsafe(24)
+
+
+def of_home(home: Path, principals: Iterable[str] = ()) -> Credentials:
+    """The credentials of the platform whose state lives in `home` (state.credentials_file)."""
+    return load_or_create(credentials_file(home), sorted(principals))
 
 
 def load_or_create(path: Path, principals: list[str]) -> Credentials:

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import state
+
 
 class StartFailed(RuntimeError):
     pass
@@ -36,7 +38,7 @@ class Daemon:
 
     @property
     def state_file(self) -> Path:
-        return self.home / f"{self.name}.json"
+        return state.record_file(self.home, self.name)
 
     @property
     def log_file(self) -> Path:
@@ -49,8 +51,7 @@ class Daemon:
     @classmethod
     def load(cls, home: Path, name: str) -> Daemon:
         d = cls(home, name)
-        if d.state_file.exists():
-            data = json.loads(d.state_file.read_text())
+        if data := state.read_record(home, name):
             d.pid, d.port, d.url, d.extra = data["pid"], data["port"], data["url"], data["extra"]
         return d
 
@@ -66,11 +67,7 @@ class Daemon:
             # Our own child: ask the kernel directly. (Just after exec, /proc/<pid>/cmdline
             # can still read empty while the new image sets up its arguments.)
             return self._proc.poll() is None
-        try:
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            return False
-        return self.marker in cmdline.decode(errors="replace")
+        return state.pid_alive(self.pid, self.marker)
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
               stdin: bytes | None = None) -> None:

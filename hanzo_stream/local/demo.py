@@ -194,7 +194,7 @@ class Demo:
         if cluster is None:
             raise SystemExit(f"no local broker in {home}: run `hanzo-stream local up` first")
         registry, schemas = load_registry(registry_path), load_schemas(schemas_dir)
-        creds = credentials.load_or_create(home / "credentials.json", sorted(registry.principal_names()))
+        creds = credentials.of_home(home, registry.principal_names())
         self.producers = {p: EventProducer.connect(cluster.connection(p, creds.password(p)), stage=p,
                                                    registry=registry, schemas=schemas,
                                                    client_id=f"demo-{p}")

@@ -19,13 +19,13 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import jars
+from .. import jars, state
 from ..jobs.s3 import S3Access
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials
 from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
-NAME = "object-store"
+NAME = state.OBJECT_STORE
 
 
 def _java() -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .. import jars
+from .. import jars, state
 from ..connection import ENV, Connection
 from ..jobs import process
 from ..jobs.spec import list_specs
@@ -67,12 +67,11 @@ class Context:
 
     @property
     def credentials_file(self) -> Path:
-        return self.home / "credentials.json"
+        return state.credentials_file(self.home)
 
     @property
     def creds(self) -> credentials.Credentials:
-        return credentials.load_or_create(self.credentials_file,
-                                          sorted(self.registry.principal_names()))
+        return credentials.of_home(self.home, self.registry.principal_names())
 
     @property
     def cluster(self) -> kafka.LocalCluster:
@@ -194,7 +193,7 @@ def _object_store_start(ctx: Context) -> str:
     buckets = _buckets(ctx)
     url = object_store.start(ctx.home / object_store.NAME, ctx.creds, buckets)
     return (f"s3proxy (S3 API, filesystem backend) at {url}, bucket(s) {', '.join(sorted(buckets))}; "
-            f"keys in {ctx.home / 'credentials.json'}")
+            f"keys in {state.credentials_file(ctx.home)}")
 
 
 # ---------------------------------------------------------------- monitoring

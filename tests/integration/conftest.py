@@ -83,8 +83,7 @@ class Cluster:
 
 
 def start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
-    creds = credentials.load_or_create(home / "credentials.json",
-                                       sorted(registry.principal_names()))
+    creds = credentials.of_home(home, registry.principal_names())
     local = kafka.start(home / "kafka", creds, brokers=brokers, wrong_name_listener=True)
     print(f"\nlocal {brokers}-broker cluster at {local.bootstrap}; logs: "
           + ", ".join(map(str, local.log_files())))

@@ -113,7 +113,7 @@ def test_the_audit_archive_is_on_the_object_store_for_any_s3_client(platform: Pl
     from hanzo_stream.jobs import s3
     from hanzo_stream.local import credentials, object_store
 
-    creds = credentials.load_or_create(platform.home / "credentials.json", [])
+    creds = credentials.of_home(platform.home)
     client = object_store.access(platform.home / object_store.NAME, creds).client()
     # The sink log first, the listing after: the job keeps writing, and what was committed
     # before the listing is in it (listed first, a commit in between broke the count once).
@@ -145,7 +145,7 @@ def test_broken_demo_events_are_dead_lettered_by_the_client_and_by_each_job(plat
     producers = {"producer:insights-capture", "producer:llm-gateway", "producer:iam-service"}
     wanted = producers | {f"job:{j}" for j in JOBS}
     cluster = kafka.LocalCluster.load(platform.home / "kafka")
-    creds = credentials.load_or_create(platform.home / "credentials.json", [])
+    creds = credentials.of_home(platform.home)
     c = Consumer(cluster.connection("admin", creds.admin).confluent()
                  | {"group.id": "test-dead-letters", "enable.auto.commit": False})
     stages: dict[str, int] = {}
@@ -213,7 +213,7 @@ def test_no_secret_in_plain_text_anywhere_the_platform_writes(platform: Platform
     from tests.unit.infra_helpers import manifests, render
 
     home = platform.home
-    creds = credentials.load_or_create(home / "credentials.json", [])
+    creds = credentials.of_home(home)
     local = [scan.password("admin password", creds.admin)] + [
         scan.password(f"password of {p}", pw) for p, pw in sorted(creds.principals.items())]
     for pem in sorted((home / "tls").glob("*-keystore.pem")):
@@ -281,7 +281,7 @@ def test_local_env_prints_no_password_but_the_admins(platform: Platform) -> None
     """`local env` hands the reconciler the 0600 file's path, not the passwords in it."""
     from hanzo_stream.local import credentials
 
-    creds = credentials.load_or_create(platform.home / "credentials.json", [])
+    creds = credentials.of_home(platform.home)
     out = platform.cli("local", "env").stdout
     assert creds.admin in out  # HANZO_STREAM_SASL_PASSWORD: the admin logs in with it
     assert not [p for p, pw in creds.principals.items() if pw in out]

@@ -98,7 +98,7 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     home = tmp_path_factory.mktemp("monitoring")
-    creds = credentials.load_or_create(home / "credentials.json", [])
+    creds = credentials.of_home(home)
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(kafka.stop, home / "kafka")
         cluster = kafka.start(home / "kafka", creds, jmx_agent=(jars.jmx_exporter_agent(), JMX_RULES_FILE))

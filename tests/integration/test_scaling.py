@@ -153,7 +153,7 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
     assert res.returncode == 0, res.stdout + res.stderr
     sh.env |= exports(sh("local", "env").stdout)  # as the runbook: eval "$(hanzo-stream local env)"
     local = kafka.LocalCluster.load(home / "kafka")
-    creds = credentials.load_or_create(home / "credentials.json", sorted(registry.principal_names()))
+    creds = credentials.of_home(home, registry.principal_names())
     cluster = Cluster(local.bootstrap, local.ca_file, creds, 1, home, local)
 
     # 1. One broker holding data, and everything running on it.

@@ -79,7 +79,7 @@ def store(tmp_path_factory) -> Iterator[s3.S3Access]:
     from hanzo_stream.local import credentials, object_store
 
     home = tmp_path_factory.mktemp("object-store")
-    creds = credentials.load_or_create(home / "credentials.json", [])
+    creds = credentials.of_home(home)
     try:
         object_store.start(home / object_store.NAME, creds, ["hanzo-audit", "hanzo-stream"])
         yield object_store.access(home / object_store.NAME, creds)

@@ -239,7 +239,7 @@ def test_s3_keys_come_from_the_environment_else_the_local_credentials(registry, 
     from hanzo_stream.local import credentials
 
     spec = load_spec("audit-archive", registry, CONSUMERS, tmp_path)
-    creds = credentials.load_or_create(tmp_path / "credentials.json", [])
+    creds = credentials.of_home(tmp_path)
     local = s3.of_spec(spec, {})
     assert (local.access_key, local.secret_key) == (creds.service(credentials.S3_ACCESS_KEY),
                                                     creds.service(credentials.S3_SECRET_KEY))

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _state(tmp_path: Path, registry) -> credentials.Credentials:
-    creds = credentials.load_or_create(tmp_path / "credentials.json", sorted(registry.principal_names()))
+    creds = credentials.of_home(tmp_path, registry.principal_names())
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kafka" / "cluster.json").write_text(json.dumps({
         "home": str(tmp_path / "kafka"), "cluster_id": "x", "ca_file": str(tmp_path / "tls" / "ca.pem"),

@@ -135,7 +135,7 @@ def test_service_secrets_are_generated_once_and_kept_0600(tmp_path: Path) -> Non
 def test_object_store_keys_go_to_stdin_not_argv(tmp_path: Path, monkeypatch) -> None:
     from hanzo_stream.local.daemon import Daemon
 
-    creds = credentials.load_or_create(tmp_path / "credentials.json", [])
+    creds = credentials.of_home(tmp_path)
     seen = {}
 
     def spawn(self, argv, env=None, stdin=None):

@@ -1,0 +1,58 @@
+"""What the local platform keeps in its state directory (HANZO_STREAM_HOME), named once.
+
+local/ writes these files: the 0600 credentials file (local/credentials.py) and each
+background process' record (local/daemon.py). The jobs and the CLI read them through this
+module, so nothing outside local/ imports the local platform (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CREDENTIALS = "credentials.json"
+# The services' secrets in the credentials file's `services` section.
+S3_ACCESS_KEY = "s3-access-key"
+S3_SECRET_KEY = "s3-secret-key"
+PAGERDUTY_ROUTING_KEY = "pagerduty-routing-key"
+OBJECT_STORE = "object-store"  # the local S3-compatible store's daemon (local/object_store.py)
+
+
+def credentials_file(home: Path) -> Path:
+    return Path(home) / CREDENTIALS
+
+
+def read_credentials(home: Path) -> dict[str, Any]:
+    """The credentials file's content ({} before the platform first ran)."""
+    f = credentials_file(home)
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def record_file(home: Path, name: str) -> Path:
+    """Where a background process' pid, port and URL are remembered across invocations."""
+    return Path(home) / f"{name}.json"
+
+
+def pid_alive(pid: int | None, marker: str) -> bool:
+    """The process runs and is ours: its command line still names `marker` (a path under the
+    home), so a reused pid never counts."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return marker in cmdline.decode(errors="replace")
+
+
+def read_record(home: Path, name: str) -> dict[str, Any]:
+    """{pid, port, url, extra} of a background process ({} if it never started)."""
+    f = record_file(home, name)
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def running_url(home: Path, name: str) -> str | None:
+    """The URL of the named background process while it runs, else None."""
+    rec = read_record(home, name)
+    return rec.get("url") if pid_alive(rec.get("pid"), str(home)) else None
