@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from . import versions as v
 from .paths import cache_dir
 from .versions import JMX_EXPORTER_VERSION, KAFKA_LOG4J2, KAFKA_VERSION, S3PROXY_VERSION, SCALA_BINARY
 
@@ -26,6 +27,38 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 
 class FetchFailed(RuntimeError):
     pass
+
+
+def spark_connector(version: str = v.SPARK_VERSION, scala: str = v.SPARK_SCALA,
+                    kafka_clients: str = v.SPARK_KAFKA_CLIENTS,
+                    commons_pool2: str = v.SPARK_COMMONS_POOL2) -> list[str]:
+    """Spark's Kafka connector of a release and what its POM builds against (the jobs' release
+    by default; bench/spark_versions.py fetches the 3.5 line's too): fetched here, baked into
+    the Spark images (kube/images.py, images/Dockerfile.spark), named by infra/spark.py."""
+    return [f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}",
+            f"org.apache.spark:spark-token-provider-kafka-0-10_{scala}:{version}",
+            f"org.apache.kafka:kafka-clients:{kafka_clients}",
+            f"org.apache.commons:commons-pool2:{commons_pool2}"]
+
+
+#: s3a: hadoop-aws, its AWS SDK v2 bundle (~690 MB) and the S3 Analytics Accelerator it reads through.
+SPARK_S3A = [f"org.apache.hadoop:hadoop-aws:{v.SPARK_HADOOP}",
+             f"software.amazon.awssdk:bundle:{v.SPARK_AWS_SDK}",
+             "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:"
+             f"{v.SPARK_S3_ANALYTICS_ACCELERATOR}"]
+JMX_AGENT = f"io.prometheus.jmx:jmx_prometheus_javaagent:{JMX_EXPORTER_VERSION}"
+
+
+def jar_name(coordinate: str) -> str:
+    """`group:artifact:version` -> the file Maven writes: artifact-version.jar."""
+    _, artifact, version = coordinate.split(":")[:3]
+    return f"{artifact}-{version}.jar"
+
+
+def central_url(coordinate: str) -> str:
+    group, artifact, version = coordinate.split(":")[:3]
+    return (f"https://repo1.maven.org/maven2/{group.replace('.', '/')}/{artifact}/{version}/"
+            f"{jar_name(coordinate)}")
 
 
 def fetch(name: str, coordinates: list[str], transitive: bool = True) -> Path:
@@ -75,9 +108,7 @@ def kafka_classpath() -> str:
 
 
 def jmx_exporter_agent() -> Path:
-    d = fetch(f"jmx-exporter-{JMX_EXPORTER_VERSION}",
-              [f"io.prometheus.jmx:jmx_prometheus_javaagent:{JMX_EXPORTER_VERSION}"],
-              transitive=False)
+    d = fetch(f"jmx-exporter-{JMX_EXPORTER_VERSION}", [JMX_AGENT], transitive=False)
     return next(d.glob("jmx_prometheus_javaagent-*.jar"))
 
 

@@ -42,6 +42,9 @@ SPARK_SCALA = "2.13"  # Spark 4 is built for Scala 2.13 only
 # at 3.9 under the 4.4 brokers on purpose: the connector's own client (docs/jobs.md).
 SPARK_KAFKA_CLIENTS = "3.9.2"
 SPARK_COMMONS_POOL2 = "2.13.1"
+# The bases of this project's own images (images/Dockerfile.*, rendered by hanzo_stream/dockerfiles.py).
+PYTHON_BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
+SPARK_BASE_IMAGE = f"docker.io/apache/spark:{SPARK_VERSION}-scala{SPARK_SCALA}-java17-python3-ubuntu"
 # s3a: hadoop-aws must match PySpark's bundled Hadoop; the SDK v2 bundle hadoop-aws was built with.
 SPARK_HADOOP = "3.5.0"
 SPARK_AWS_SDK = "2.35.4"

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from hanzo_stream import jars
 from hanzo_stream import versions as v
 from hanzo_stream.registry import Registry
 
@@ -49,16 +50,8 @@ CLICKHOUSE_SECRET = "hanzo-stream-clickhouse"
 
 def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SCALA) -> list[str]:
     """Spark's Kafka connector and what it needs at run time, plus s3a for checkpoints and
-    the archive; the versions are hanzo_stream/versions.py's. Baked into the image: images.md."""
-    return [
-        f"spark-sql-kafka-0-10_{scala}-{spark_version}.jar",
-        f"spark-token-provider-kafka-0-10_{scala}-{spark_version}.jar",
-        f"kafka-clients-{v.SPARK_KAFKA_CLIENTS}.jar",
-        f"commons-pool2-{v.SPARK_COMMONS_POOL2}.jar",
-        f"hadoop-aws-{v.SPARK_HADOOP}.jar",
-        f"bundle-{v.SPARK_AWS_SDK}.jar",
-        f"analyticsaccelerator-s3-{v.SPARK_S3_ANALYTICS_ACCELERATOR}.jar",  # hadoop-aws 3.5 reads through it
-    ]
+    the archive (hanzo_stream/jars.py): the files baked into the image (docs/images.md)."""
+    return [jars.jar_name(c) for c in [*jars.spark_connector(spark_version, scala), *jars.SPARK_S3A]]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from ..versions import SPARK_AWS_SDK as AWS_SDK
 from ..versions import SPARK_COMMONS_POOL2 as COMMONS_POOL2
 from ..versions import SPARK_HADOOP as HADOOP
 from ..versions import SPARK_KAFKA_CLIENTS as KAFKA_CLIENTS
-from ..versions import SPARK_S3_ANALYTICS_ACCELERATOR as S3_ANALYTICS_ACCELERATOR
 from ..versions import SPARK_SCALA as SCALA
 from ..versions import SPARK_VERSION
 
@@ -34,25 +33,15 @@ DEFAULT_MASTER = "local[2]"
 
 def connector_jars(version: str = SPARK_VERSION, scala: str = SCALA, kafka_clients: str = KAFKA_CLIENTS,
                    commons_pool2: str = COMMONS_POOL2) -> list[Path]:
-    """The Kafka connector of a Spark release and what its POM builds against (the jobs'
-    release by default; bench/spark_versions.py fetches the 3.5 line's too)."""
-    d = jars.fetch(f"spark-kafka-{version}", [
-        f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}",
-        f"org.apache.spark:spark-token-provider-kafka-0-10_{scala}:{version}",
-        f"org.apache.kafka:kafka-clients:{kafka_clients}",
-        f"org.apache.commons:commons-pool2:{commons_pool2}",
-    ], transitive=False)
+    """The Kafka connector of a Spark release (jars.spark_connector), fetched."""
+    d = jars.fetch(f"spark-kafka-{version}",
+                   jars.spark_connector(version, scala, kafka_clients, commons_pool2), transitive=False)
     return sorted(d.glob("*.jar"))
 
 
 def s3a_jars() -> list[Path]:
-    """hadoop-aws, its AWS SDK v2 bundle (~690 MB) and the S3 Analytics Accelerator it reads
-    through: fetched only when a job uses s3a:// paths."""
-    d = jars.fetch(f"hadoop-aws-{HADOOP}-sdk-{AWS_SDK}", [
-        f"org.apache.hadoop:hadoop-aws:{HADOOP}",
-        f"software.amazon.awssdk:bundle:{AWS_SDK}",
-        f"software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:{S3_ANALYTICS_ACCELERATOR}",
-    ], transitive=False)
+    """jars.SPARK_S3A, fetched only when a job uses s3a:// paths."""
+    d = jars.fetch(f"hadoop-aws-{HADOOP}-sdk-{AWS_SDK}", jars.SPARK_S3A, transitive=False)
     return sorted(d.glob("*.jar"))
 
 

@@ -192,9 +192,3 @@ def test_reconciler_reruns_only_when_its_inputs_change():
     assert content_hash(text, parse({"brokers": "3"})) != content_hash(text, s)
     assert content_hash(text, parse({"brokers": "3", "cpuLimit": "2"})) == content_hash(
         text, parse({"brokers": "3"}))
-
-
-def test_images_doc_bakes_exactly_the_jars_the_applications_list():
-    doc = (ROOT / "docs" / "images.md").read_text()
-    for jar in spark.connector_jars():
-        assert f"/{jar}" in doc, jar
