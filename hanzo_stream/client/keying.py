@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .validator import Invalid
+from . import refusals as R
+from .refusals import Invalid
 
 
 def key_value(event: dict[str, Any], field: str) -> Any:
@@ -23,15 +24,10 @@ def key_for(event: dict[str, Any], field: str, topic: str, schema: str = "") -> 
     """The key bytes, or why there are none."""
     v = key_value(event, field)
     if v is None or v == "":
-        return Invalid("key.missing", field,
-                       f"`{field}` is missing or empty; it is the key of topic {topic} (events of one "
-                       f"{field} stay in order on one partition): set it on the envelope or in data",
-                       schema)
+        return R.KEY_MISSING.invalid(field, schema, field=field, topic=topic)
     if not isinstance(v, str):
-        return Invalid("key.invalid", field, f"`{field}` must be a string to key topic {topic}, got "
-                       f"{type(v).__name__}", schema)
+        return R.KEY_NOT_STRING.invalid(field, schema, field=field, topic=topic, got=type(v).__name__)
     try:
         return v.encode("utf-8")
     except UnicodeEncodeError:
-        return Invalid("key.invalid", field, f"`{field}` holds an unpaired UTF-16 surrogate escape; "
-                       "send the key as valid Unicode text", schema)
+        return R.KEY_SURROGATE.invalid(field, schema, field=field)

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from ..registry import Registry, Topic
+from . import refusals as R
 from .keying import key_for
 from .validator import Invalid, Validator
 
@@ -48,10 +49,8 @@ class Refused:
 
 
 def _utf8_error(value: bytes, e: UnicodeDecodeError) -> Invalid:
-    bad = value[e.start:e.start + 1].hex()
-    return Invalid("utf8.invalid", "(value)",
-                   f"the value is not valid UTF-8: byte 0x{bad} at offset {e.start} ({e.reason}); "
-                   "encode the event JSON as UTF-8")
+    return R.NOT_UTF8.invalid("(value)", byte=value[e.start:e.start + 1].hex(), offset=e.start,
+                              reason=e.reason)
 
 
 def depth(value: Any) -> int:
@@ -84,9 +83,7 @@ class Router:
         """A serialized event as received (e.g. from an HTTP body): check everything."""
         src = topic or UNKNOWN_TOPIC
         if value is None:
-            return Refused(src, None, key, Invalid(
-                "json.malformed", "(value)", "the record has no value (a tombstone); send the event "
-                "JSON as the value"))
+            return Refused(src, None, key, R.TOMBSTONE.invalid("(value)"))
         if len(value) > self.max_event_bytes:
             return Refused(src, value, key, self._too_large(value))
         try:
@@ -98,9 +95,10 @@ class Router:
                 value.decode("utf-8")
             except UnicodeDecodeError as ue:
                 return Refused(src, value, key, _utf8_error(value, ue))
-            return Refused(src, value, key, Invalid(
-                "json.malformed", "(value)", f"the value is not valid JSON at line {e.lineno} column "
-                f"{e.colno}: {e.msg}; send one UTF-8 JSON object per record"))
+            if e.msg.startswith("number is infinity"):  # as the jobs tell it (contract.py)
+                return Refused(src, value, key, R.INFINITE.invalid("(value)"))
+            return Refused(src, value, key, R.NOT_JSON.invalid(
+                "(value)", depth=MAX_JSON_DEPTH, problem=f"line {e.lineno} column {e.colno}: {e.msg}"))
         return self._route(event, value, topic, key)
 
     def route_event(self, event: Any) -> Accepted | Refused:
@@ -121,9 +119,7 @@ class Router:
         return Refused(self._source_of(event, None), value, None, self._key_first(event, bad))
 
     def _too_large(self, value: bytes, schema: str = "") -> Invalid:
-        return Invalid("size.too_large", "(value)", f"the event is {len(value)} bytes, over the "
-                       f"{self.max_event_bytes}-byte limit; keep events small and put large "
-                       "payloads in object storage, sending their URL", schema)
+        return R.TOO_LARGE.invalid("(value)", schema, size=len(value), limit=self.max_event_bytes)
 
     def _route(self, event: Any, value: bytes, topic: str | None, key: bytes | None):
         bad = self.validator.check(event)
@@ -144,20 +140,17 @@ class Router:
         t = event["type"]
         home = self.topic_for(t)
         if home is None:
-            return Refused(topic or UNKNOWN_TOPIC, value, key, Invalid(
-                "event.unknown_type", "type", f"event type {t} is in schemas/ but no topic in "
-                "topics.yaml lists it; add it to a topic's event_types", t))
+            return Refused(topic or UNKNOWN_TOPIC, value, key, R.NO_TOPIC.invalid("type", t, type=t))
         if topic is not None and topic != home.name:
-            return Refused(topic, value, key, Invalid(
-                "topic.mismatch", "type", f"`type` {t} belongs on topic {home.name}, not {topic}; "
-                f"produce it to {home.name}", t))
+            return Refused(topic, value, key, R.TOPIC_MISMATCH.invalid(
+                "type", t, type=t, home=home.name, topic=topic))
         k = key_for(event, home.key, home.name, t)
         if isinstance(k, Invalid):
             return Refused(home.name, value, key, k)
         if key is not None and key != k:
-            return Refused(home.name, value, key, Invalid(
-                "key.mismatch", home.key, f"the record key {key!r} differs from `{home.key}` "
-                f"{k.decode(errors='replace')!r}; key topic {home.name} by {home.key}", t))
+            return Refused(home.name, value, key, R.KEY_MISMATCH.invalid(
+                home.key, t, field=home.key, topic=home.name, key=repr(key),
+                want=repr(k.decode(errors="replace"))))
         return Accepted(home.name, k, value, t)
 
     def _source_of(self, event: Any, topic: str | None) -> str:
@@ -177,6 +170,5 @@ class Router:
 
     def _unserializable(self, event: Any, e: Exception) -> Refused:
         kind = "a float NaN or Infinity" if isinstance(e, ValueError) and "compliant" in str(e) else str(e)
-        return Refused(self._source_of(event, None), self._dump_for_dead_letter(event), None, Invalid(
-            "json.unserializable", "(event)", f"the event cannot be written as JSON ({kind}); use "
-            "only strings, integers, booleans, null, lists and objects", event.get("type", "")))
+        return Refused(self._source_of(event, None), self._dump_for_dead_letter(event), None,
+                       R.UNSERIALIZABLE.invalid("(event)", event.get("type", ""), kind=kind))

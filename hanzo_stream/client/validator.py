@@ -16,7 +16,6 @@ Python result matches the schemas' meaning in every language:
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,21 +27,10 @@ import jsonschema
 from jsonschema import Draft202012Validator
 
 from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
+from . import refusals as R
+from .refusals import Invalid, show
 
-TS_EXAMPLE = "2026-11-22T10:00:00.123Z"
-
-
-@dataclass(frozen=True)
-class Invalid:
-    """Why an event was refused: a machine class, the field, and a sentence with the fix."""
-
-    error_class: str
-    field: str
-    message: str
-    schema: str = ""  # the event type checked against ("" if unknown)
-
-    def __str__(self) -> str:
-        return f"{self.error_class}: {self.message}"
+__all__ = ["Invalid", "Validator"]
 
 
 def _is_int(checker, instance) -> bool:
@@ -113,14 +101,6 @@ def _type_name(v: Any) -> str:
             int: "an integer", float: "a decimal number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _show(v: Any, limit: int = 60) -> str:
-    try:
-        text = json.dumps(v, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(v)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _field(path) -> str:
     return ".".join(str(p) for p in path) or "(event)"
 
@@ -169,19 +149,14 @@ class Validator:
     def check(self, event: Any) -> Invalid | None:
         """None if the event is valid; otherwise the first problem, explained."""
         if not isinstance(event, dict):
-            return Invalid("schema.type", "(event)",
-                           f"the event must be a JSON object (the {ENVELOPE} envelope), got "
-                           f"{_type_name(event)}; send one object per record")
+            return R.NOT_OBJECT.invalid("(event)", got=_type_name(event))
         t = event.get("type")
         c = self.compiled(t) if isinstance(t, str) else None
         if c is None:
             bad = self._run(self._envelope, event, "")
             if bad:
                 return bad
-            known = ", ".join(sorted(self.types))
-            return Invalid("event.unknown_type", "type",
-                           f"`type` {_show(t)} has no schema; use one of: {known} (a new type needs "
-                           "schemas/events/<type>.json and an entry in topics.yaml)")
+            return R.UNKNOWN_TYPE.invalid("type", known=", ".join(sorted(self.types)), got=show(t))
         return self._run(c, event, t)
 
     def _run(self, c: _Compiled, event: dict, schema: str) -> Invalid | None:
@@ -192,9 +167,8 @@ class Validator:
         for path in c.ints:
             v = _at(event, path)
             if isinstance(v, float):
-                return Invalid("schema.type", _field(path),
-                               f"`{_field(path)}` must be a whole JSON number (an integer), got "
-                               f"{_show(v)}; send it without a decimal point", schema)
+                return R.TYPE.invalid(_field(path), schema, field=_field(path),
+                                      want=R.wanted("integer"), got=show(v))
         bad = self._unreal_times(c, event, schema)
         return min(bad)[1] if bad else None
 
@@ -205,25 +179,19 @@ class Validator:
             v = _at(event, path)
             pattern = self._timestamp[1]
             if isinstance(v, str) and v[8:10] > "28" and re.search(pattern, v) and not real_time(v):
-                out.append(((len(path), RANK_OTHER, list(path)), Invalid(
-                    "schema.value", _field(path), f"`{_field(path)}` is not a real date and time, got "
-                    f"{_show(v)}", schema)))
+                out.append(((len(path), RANK_OTHER, list(path)), R.TIMESTAMP.invalid(
+                    _field(path), schema, field=_field(path), got=show(v), hint="")))
         return out
 
     def explain(self, c: _Compiled, event: dict, schema: str) -> Invalid:
-        ranked = [(_rank(e), _describe(e, schema)) for e in c.detailed.iter_errors(event)]
+        ranked = [(_rank(e), _describe(e, schema, self._timestamp[0]))
+                  for e in c.detailed.iter_errors(event)]
         ranked += self._unreal_times(c, event, schema)
         if not ranked:  # the fast and detailed validators disagree: trust neither silently
-            return Invalid("schema.invalid", "(event)",
-                           f"the event does not match {schema or ENVELOPE}; check it against "
-                           f"schemas/events/{schema}.json", schema)
+            return R.SCHEMA_INVALID.invalid("(event)", schema, event_type=schema or ENVELOPE)
         return min(ranked, key=lambda r: r[0])[1]
 
 
-_ARTICLE = {"integer": "an integer", "string": "a string", "object": "an object", "array": "an array",
-            "number": "a number", "boolean": "a boolean", "null": "null"}
-_TYPE_HINT = {"integer": " (no quotes, no decimal point)",
-              "number": " (a JSON number such as 0.0038, no quotes)"}
 # The order of blame, shared with the Spark jobs (hanzo_stream/jobs/contract.py): shallow
 # problems first (a missing envelope field before a bad data field), then the most basic kind
 # (wrong type before missing field before wrong value); every other keyword ranks RANK_OTHER.
@@ -241,70 +209,47 @@ def _rank(e: jsonschema.ValidationError):
     return (len(e.absolute_path), RANK.get(e.validator, RANK_OTHER), list(map(str, e.absolute_path)))
 
 
-def _describe(e: jsonschema.ValidationError, schema: str) -> Invalid:
+def _describe(e: jsonschema.ValidationError, schema: str, timestamp: str) -> Invalid:
+    """The refusal (refusals.py) of one jsonschema error, as the jobs word its rule."""
     path = list(e.absolute_path)
     f = _field(path)
-    what = schema or ENVELOPE
     v, inst = e.validator_value, e.instance
+    got = "null" if inst is None else f"{_type_name(inst)} {show(inst)}"
     if e.validator == "required":
         missing = next((k for k in v if isinstance(inst, dict) and k not in inst), v[0])
         name = _field([*path, missing])
-        return Invalid("schema.required", name,
-                       f"`{name}` is missing; {what} requires it (see schemas/events/{schema}.json)"
-                       if schema else f"`{name}` is missing; every {ENVELOPE} envelope carries it",
-                       schema)
+        if schema:
+            return R.REQUIRED.invalid(name, schema, field=name, event_type=schema)
+        return R.REQUIRED_ENVELOPE.invalid(name, schema, field=name)
     if e.validator == "type":
-        want = " or ".join(_ARTICLE.get(t, t) for t in ([v] if isinstance(v, str) else v))
-        hint = _TYPE_HINT.get(v, "") if isinstance(v, str) else ""
-        got = "null" if inst is None else f"{_type_name(inst)} {_show(inst)}"
-        return Invalid("schema.type", f, f"`{f}` must be {want}{hint}, got {got}", schema)
+        return R.TYPE.invalid(f, schema, field=f, want=R.wanted(v), got=got)
     if e.validator == "additionalProperties":
         allowed = sorted(e.schema.get("properties", {}))
         extra = sorted(k for k in inst if k not in allowed) if isinstance(inst, dict) else []
-        name = extra[0] if extra else "?"
-        close = difflib.get_close_matches(name, allowed, n=1)
-        hint = f"did you mean `{close[0]}`? " if close else ""
-        return Invalid("schema.unknown_field", _field([*path, name]),
-                       f"`{_field([*path, name])}` is not a field here; {hint}allowed: "
-                       f"{', '.join(allowed)} (event fields go inside `data`)", schema)
+        name = _field([*path, extra[0] if extra else "?"])
+        close = difflib.get_close_matches(name.rsplit(".", 1)[-1], allowed, n=1)
+        return R.UNKNOWN_FIELD.invalid(name, schema, field=name, allowed=", ".join(allowed),
+                                       **({"close": close[0]} if close else {}))
     if e.validator == "const":
-        return Invalid("schema.value", f, f"`{f}` must be {_show(v)}, got {_show(inst)}", schema)
+        return R.CONST.invalid(f, schema, field=f, value=show(v), got=show(inst))
     if e.validator == "enum":
-        return Invalid("schema.value", f, f"`{f}` must be one of {', '.join(map(str, v))}, got "
-                       f"{_show(inst)}", schema)
+        return R.ENUM.invalid(f, schema, field=f, values=", ".join(map(str, v)), got=show(inst))
     if e.validator == "pattern":
-        return Invalid("schema.value", f, _pattern_message(f, inst), schema)
+        raw = v[:-2] + "$" if v.endswith("\\Z") else v  # the schema's own (ecma_patterns)
+        refusal, values = R.pattern_refusal(f, raw, timestamp)
+        return refusal.invalid(f, schema, **values, got=show(inst), hint=_timestamp_hint(inst))
     if e.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-        return Invalid("schema.value", f, f"`{f}` must be {op[e.validator]} {v}, got {_show(inst)}",
-                       schema)
+        return R.BOUND.invalid(f, schema, field=f, op=op[e.validator], limit=v, got=show(inst))
     if e.validator in ("minLength", "maxLength"):
         word = "at least" if e.validator == "minLength" else "at most"
-        return Invalid("schema.value", f, f"`{f}` must have {word} {v} character(s), got "
-                       f"{_show(inst)}", schema)
-    return Invalid("schema.value", f, f"`{f}`: {e.message}", schema)
+        return R.LENGTH.invalid(f, schema, field=f, word=word, n=v, got=show(inst))
+    return R.OTHER.invalid(f, schema, field=f, message=e.message)
 
 
-def _pattern_message(f: str, inst: Any) -> str:
-    leaf = f.rsplit(".", 1)[-1]
-    if leaf in ("timestamp", "window_start", "window_end", "sent_at"):
-        hint = ""
-        if isinstance(inst, str) and re.fullmatch(r".*T\d\d:\d\d:\d\d(Z|[+-]00:?00)", inst):
-            hint = " (milliseconds are missing: add .000)"
-        elif isinstance(inst, str) and re.search(r"[+-]\d\d:?\d\d$", inst):
-            hint = " (convert to UTC and end with Z)"
-        return (f"`{f}` must be ISO 8601 UTC with exactly milliseconds and Z, e.g. {TS_EXAMPLE}, "
-                f"got {_show(inst)}{hint}")
-    if leaf == "id":
-        return (f"`{f}` must be 1-128 printable ASCII characters without spaces (a ULID or UUIDv7 is "
-                f"recommended, e.g. evt_01HQ3X7K8M2N4P5R6S7T8U9V0W), got {_show(inst)}; generate one "
-                "per event (hanzo_stream.client.envelope.new_id) and reuse it on retries")
-    if leaf == "ip":
-        return f"`{f}` must be an IPv4 or IPv6 address such as 203.0.113.42 or 2001:db8::1, got {_show(inst)}"
-    if leaf == "email":
-        return f"`{f}` must be an email address such as user456@hanzo.ai, got {_show(inst)}"
-    if leaf == "billing_id":
-        return f"`{f}` must be the hex sha256 of \"team_id|org_id|window_start\", got {_show(inst)}"
-    if leaf == "type":
-        return f"`{f}` must be a dotted lower-case event type such as llm.usage.completed, got {_show(inst)}"
-    return f"`{f}` has the wrong format, got {_show(inst)}"
+def _timestamp_hint(inst: Any) -> str:
+    if isinstance(inst, str) and re.fullmatch(r".*T\d\d:\d\d:\d\d(Z|[+-]00:?00)", inst):
+        return " (milliseconds are missing: add .000)"
+    if isinstance(inst, str) and re.search(r"[+-]\d\d:?\d\d$", inst):
+        return " (convert to UTC and end with Z)"
+    return ""

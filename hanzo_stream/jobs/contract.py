@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ..client import refusals as R
 from ..client.router import MAX_EVENT_BYTES, MAX_JSON_DEPTH, Router
 from ..client.validator import RANK, RANK_OTHER, Validator, timestamp_pattern
 from ..registry import Registry
@@ -125,7 +126,7 @@ class Contract:
         if not hasattr(out, "error"):
             raise RuntimeError(f"contract: the client accepts on {self.topic} an event the job "
                                "deferred as another topic's type; schemas/ and the job disagree")
-        return out.error.error_class, out.error.message
+        return out.error.error_class, out.error.rule
 
     @property
     def schema_id(self) -> str:
@@ -248,21 +249,19 @@ def _not_in(allowed: list[str]):
     return lambda k: ~F.array_contains(known, k)
 
 
-def _article(t: str) -> str:
-    return {"integer": "an integer", "object": "an object", "array": "an array"}.get(t, f"a {t}")
-
-
 def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts: str) -> list[Rule]:
     """Every keyword of `node` as a Rule, children included (JSON Schema semantics: a keyword
     only applies to values of its own kind, and only when the value is there)."""
     F = place.F
     path, name = place.path, place.name
-    what = event_type or ENVELOPE
     out: list[Rule] = []
 
-    def add(kw: str, cls: str, fld: Any, msg: Any, failed: Any, at: tuple[str, ...] = path) -> None:
+    def add(kw: str, refusal: R.Refusal, fld: Any, failed: Any, at: tuple[str, ...] = path,
+            **values: Any) -> None:
+        """A rule whose message is the refusal's (client/refusals.py), as the client words it."""
         counter[0] += 1
-        out.append(Rule(len(at), RANK.get(kw, RANK_OTHER), at, cls, fld, msg, failed, counter[0]))
+        out.append(Rule(len(at), RANK.get(kw, RANK_OTHER), at, refusal.error_class, fld,
+                        refusal.column(F, **values), failed, counter[0]))
 
     for s, kw, val in node.keywords():
         if kw == "type":
@@ -270,27 +269,26 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
             ok = F.lit(False)
             for t in want:
                 ok = ok | place.is_type(t)
-            hint = " (no quotes, no decimal point)" if want == {"integer"} else ""
-            add(kw, "schema.type", name, f"`{name}` must be {' or '.join(map(_article, sorted(want)))}"
-                f"{hint}", place.present & ~ok)
+            add(kw, R.TYPE, name, place.present & ~ok, field=name, want=R.wanted(val))
         elif kw == "required":
             for r in val:
                 fld = ".".join((*path, r))
-                add(kw, "schema.required", fld, f"`{fld}` is missing; {what} requires it (see "
-                    f"schemas/events/{what}.json)" if event_type else
-                    f"`{fld}` is missing; every {ENVELOPE} envelope carries it",
-                    place.map.isNotNull() & place.map.getItem(r).isNull())
+                missing = place.map.isNotNull() & place.map.getItem(r).isNull()
+                if event_type:
+                    add(kw, R.REQUIRED, fld, missing, field=fld, event_type=event_type)
+                else:
+                    add(kw, R.REQUIRED_ENVELOPE, fld, missing, field=fld)
         elif kw == "const":
             if not isinstance(val, str):
                 raise ValueError(f"schemas/: const {val!r} at {name}: only string consts are supported")
-            add(kw, "schema.value", name, f"`{name}` must be \"{val}\"",
-                place.present & ~(place.is_type("string") & (place.text == val)))
+            add(kw, R.CONST, name, place.present & ~(place.is_type("string") & (place.text == val)),
+                field=name, value=R.show(val))
         elif kw == "enum":
             vals = [v for v in val if isinstance(v, str)]
             if len(vals) != len(val):
                 raise ValueError(f"schemas/: enum at {name}: only string values are supported")
-            add(kw, "schema.value", name, f"`{name}` must be one of {', '.join(vals)}",
-                place.present & ~(place.is_type("string") & place.text.isin(*vals)))
+            add(kw, R.ENUM, name, place.present & ~(place.is_type("string") & place.text.isin(*vals)),
+                field=name, values=", ".join(vals))
         elif kw == "additionalProperties":
             if val is not False:
                 raise ValueError(f"schemas/: additionalProperties at {name} must be false or absent")
@@ -301,25 +299,21 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
             known = sum((place.child(k).present.cast("int") for k in allowed), F.lit(0))
             keys = F.array_sort(F.filter(F.map_keys(place.map), _not_in(allowed)))
             first = F.concat(F.lit(f"{name}." if path else ""), F.try_element_at(keys, F.lit(1)))
-            add(kw, "schema.unknown_field", first,
-                F.concat(F.lit("`"), first, F.lit(f"` is not a field here; allowed: {', '.join(allowed)} "
-                                                  "(event fields go inside `data`)")),
-                place.map.isNotNull() & (F.size(place.map) > known))
+            add(kw, R.UNKNOWN_FIELD, first, place.map.isNotNull() & (F.size(place.map) > known),
+                field=first, allowed=", ".join(allowed))
         elif kw == "pattern":
             is_ts = val == ts
             bad = ~place.text.rlike(java_pattern(val))
             if is_ts:  # a real calendar date and time, as the client also checks
                 bad = bad | F.try_to_timestamp(place.text, F.lit(TS_FORMAT)).isNull()
-            msg = (f"`{name}` must be ISO 8601 UTC with exactly milliseconds and Z, e.g. "
-                   "2025-01-15T10:30:00.123Z, and a real date" if is_ts else
-                   f"`{name}` has the wrong format (pattern {val})")
-            add(kw, "schema.value", name, msg, place.present & place.is_type("string") & bad)
+            refusal, values = R.pattern_refusal(name, val, ts)
+            add(kw, refusal, name, place.present & place.is_type("string") & bad, **values)
         elif kw in ("minLength", "maxLength"):
             n = F.length(place.text)
             bad = n < val if kw == "minLength" else n > val
             word = "at least" if kw == "minLength" else "at most"
-            add(kw, "schema.value", name, f"`{name}` must have {word} {val} character(s)",
-                place.present & place.is_type("string") & bad)
+            add(kw, R.LENGTH, name, place.present & place.is_type("string") & bad,
+                field=name, word=word, n=val)
         elif kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             if node.types() == {"integer"}:  # integers compare exactly
                 num, val = place.cast("decimal(38,0)"), F.lit(str(val)).cast("decimal(38,0)")
@@ -328,8 +322,8 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
             bad = {"minimum": num < val, "maximum": num > val, "exclusiveMinimum": num <= val,
                    "exclusiveMaximum": num >= val}[kw]
             op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[kw]
-            add(kw, "schema.value", name, f"`{name}` must be {op} {s[kw]}",
-                place.present & place.is_type("number") & bad)
+            add(kw, R.BOUND, name, place.present & place.is_type("number") & bad,
+                field=name, op=op, limit=s[kw])
         elif kw in ("properties", "$schema", "$id", "title", "description", "examples",
                     "deprecated", "default", "$comment"):
             continue
@@ -361,6 +355,10 @@ class _Entry:
     key: str | None = None
 
 
+def _refused(F: Any, when: Any, refusal: R.Refusal, **values: Any) -> _Entry:
+    return _Entry(when, refusal.error_class, refusal.column(F, **values))
+
+
 def _entries(contract: Contract, root: _Place) -> list[_Entry]:
     F = root.F
     ts = timestamp_pattern(contract.schemas)
@@ -382,9 +380,7 @@ def _entries(contract: Contract, root: _Place) -> list[_Entry]:
     env = Node((), (contract.schemas.inline(contract.schemas.by_id[ENVELOPE_ID]),))
     out += [_Entry(r.failed, r.error_class, r.message, r.field)
             for r in sorted(rules_for(root, env, "", [0], ts), key=Rule.key)]
-    out.append(_Entry(F.lit(True), "event.unknown_type", F.concat(
-        F.lit("`type` "), F.coalesce(type_text, F.lit("?")),
-        F.lit(f" has no schema; use one of: {', '.join(known)}"))))
+    out.append(_Entry(F.lit(True), R.UNKNOWN_TYPE.error_class, R.UNKNOWN_TYPE.text(known=", ".join(known))))
     return out
 
 
@@ -415,20 +411,15 @@ def classify(contract: Contract, df):
     huge = F.exists(F.regexp_extract_all(stripped, F.lit(r"-?[0-9.]+[eE][+-]?[0-9]+"), F.lit(0)),
                     lambda n: F.abs(n.try_cast("double")) == float("inf"))
     entries = [
-        _Entry(F.col("value").isNull(), "json.malformed", "the record has no value (a tombstone); "
-               "produce the event JSON as the value"),
-        _Entry(F.octet_length("value") > MAX_EVENT_BYTES, "size.too_large", F.concat(
-            F.lit("the event is "), F.octet_length("value").cast("string"),
-            F.lit(f" bytes, over the {MAX_EVENT_BYTES}-byte limit; keep events small"))),
-        _Entry(~F.is_valid_utf8("value"), "utf8.invalid", "the value is not valid UTF-8; encode the "
-               "event JSON as UTF-8"),
-        _Entry(~one_doc, "json.malformed", f"the value is not one JSON document (or nests deeper than "
-               f"{MAX_JSON_DEPTH} levels); send one UTF-8 JSON object per record"),
+        _refused(F, F.col("value").isNull(), R.TOMBSTONE),
+        _refused(F, F.octet_length("value") > MAX_EVENT_BYTES, R.TOO_LARGE,
+                 size=F.octet_length("value").cast("string"), limit=MAX_EVENT_BYTES),
+        _refused(F, ~F.is_valid_utf8("value"), R.NOT_UTF8),
+        _refused(F, ~one_doc, R.NOT_JSON, depth=MAX_JSON_DEPTH),
         # Only a DOUBLE can be infinite; the regex scans the whole value, so it runs only then.
-        _Entry(F.schema_of_variant("_c_doc").contains("DOUBLE") & raw.rlike(r"[eE]\+?[0-9]{3}") & huge,
-               "json.malformed", "a number is too large for a double; send finite numbers"),
-        _Entry(~root.is_type("object"), "schema.type", f"the event must be a JSON object (the {ENVELOPE} "
-               "envelope); send one object per record"),
+        _refused(F, F.schema_of_variant("_c_doc").contains("DOUBLE") & raw.rlike(r"[eE]\+?[0-9]{3}") & huge,
+                 R.INFINITE),
+        _refused(F, ~root.is_type("object"), R.NOT_OBJECT),
         *_entries(contract, root),
     ]
     # Materialize every place the rules read, parents first.
@@ -468,9 +459,8 @@ def classify(contract: Contract, df):
             else:
                 blamed = blamed | ((F.col("_c_idx") == i) & e.field.isin(key, f"data.{key}"))
         hit = blamed & missing
-        cls = F.when(hit, F.lit("key.missing")).otherwise(cls)
-        msg = F.when(hit, F.lit(f"`{key}` is missing or empty; it is the topic's key (one {key}'s events "
-                                "stay in order on one partition)")).otherwise(msg)
+        cls = F.when(hit, F.lit(R.KEY_MISSING.error_class)).otherwise(cls)
+        msg = F.when(hit, F.lit(R.KEY_MISSING.text(field=key, topic=contract.topic))).otherwise(msg)
     keep = [c for c in df.columns if not c.startswith("_c_")]
     return df.select(*keep, F.col("_c_doc").alias("event"), cls.alias("error_class"),
                      msg.alias("error_message"))
