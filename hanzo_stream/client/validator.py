@@ -226,7 +226,8 @@ def _describe(e: jsonschema.ValidationError, schema: str, timestamp: str) -> Inv
     if e.validator == "additionalProperties":
         allowed = sorted(e.schema.get("properties", {}))
         extra = sorted(k for k in inst if k not in allowed) if isinstance(inst, dict) else []
-        name = _field([*path, extra[0] if extra else "?"])
+        # the key as written, even "" (a job names it the same way)
+        name = ".".join(str(p) for p in [*path, extra[0] if extra else "?"])
         close = difflib.get_close_matches(name.rsplit(".", 1)[-1], allowed, n=1)
         return R.UNKNOWN_FIELD.invalid(name, schema, field=name, allowed=", ".join(allowed),
                                        **({"close": close[0]} if close else {}))
