@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,9 @@ def of_home(home: Path, principals: Iterable[str] = ()) -> Credentials:
 def load_or_create(path: Path, principals: list[str]) -> Credentials:
     """Load the credentials file, adding passwords for principals seen for the first time
     and any service secret it does not hold yet."""
+    if path.is_symlink():
+        raise RuntimeError(f"{path} is a symbolic link: the platform keeps its own 0600 file "
+                           "there and reads no other; remove the link")
     if path.exists():
         data = json.loads(path.read_text())
         creds = Credentials(data["admin"], data.get("principals", {}), data.get("services", {}))
@@ -84,10 +88,19 @@ def load_or_create(path: Path, principals: list[str]) -> Credentials:
     return creds
 
 
-def write_secret(path: Path, text: str) -> None:
-    """A file only its owner can read, created that way (never world-readable for a moment)."""
+def write_secret(path: Path, text: str | bytes) -> None:
+    """A file only its owner can read, created that way (never readable by others for a moment)
+    and whole: written to a new 0600 file beside it (mkstemp: O_EXCL, so never through a link
+    someone planted), then renamed over it, so a reader sees the old file or the new one and a
+    symbolic link at `path` is replaced, not written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)  # an older file keeps its mode through O_TRUNC
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -33,7 +33,7 @@ from ..broker_config import (
 )
 from ..connection import Connection
 from ..versions import KAFKA_VERSION
-from .credentials import Credentials
+from .credentials import Credentials, write_secret
 from .tls import make_tls, tls_files
 
 WRONG_NAME_LISTENER = "WRONGNAME"  # serves a certificate for tls.WRONG_NAME (tests only)
@@ -232,9 +232,7 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
         (d / "logs").mkdir(parents=True, exist_ok=True)
         props = d / "server.properties"
         settings = settings_for(cluster, n["node_id"], tls.ca_pem.parent)
-        props.touch()
-        props.chmod(0o600)  # before the JAAS passwords are written into it
-        props.write_text(to_server_properties(broker_config(settings) | secret))
+        write_secret(props, to_server_properties(broker_config(settings) | secret))
         (d / "log4j2.properties").write_text(LOG4J2)
         jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
@@ -434,9 +432,8 @@ def _quorum_tool(cluster: LocalCluster, admin_password: str, args: list[str],
     props = {k: v for k, v in conn.java().items() if k != "bootstrap.servers"}
     text = own_config.read_text() if own_config else ""
     cfg = Path(cluster.home) / f".quorum-{os.getpid()}.properties"
-    cfg.touch(mode=0o600)
     try:
-        cfg.write_text(text + to_server_properties(props))
+        write_secret(cfg, text + to_server_properties(props))
         run = subprocess.run(
             [_java(), "-cp", jars.kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
              "--bootstrap-controller", ",".join(f"127.0.0.1:{n['controller_port']}" for n in cluster.nodes),

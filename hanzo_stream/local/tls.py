@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .credentials import write_secret
+
 # RFC 6761: .invalid never resolves, so no client can ever legitimately reach this name.
 WRONG_NAME = "wrong-name.invalid"
 
@@ -83,11 +85,8 @@ def make_tls(directory: Path, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"
                                                   ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
-        path.touch(mode=0o600)  # 0600 before the key is in it
-        path.write_bytes(
-            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-            + cert.public_bytes(pem) + ca_cert.public_bytes(pem)
-        )
-        path.chmod(0o600)
+        write_secret(path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption())
+                     + cert.public_bytes(pem) + ca_cert.public_bytes(pem))
     files.ca_pem.write_bytes(ca_cert.public_bytes(pem))
     return files
