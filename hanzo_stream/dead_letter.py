@@ -32,11 +32,22 @@ ALL_HEADERS = (H_SOURCE_TOPIC, H_SOURCE_PARTITION, H_SOURCE_OFFSET, H_ERROR_CLAS
 H_TRUNCATED = "hs.truncated"  # "true"
 H_ORIGINAL_SIZE = "hs.original.size"  # decimal byte count of the original value
 H_ORIGINAL_SHA256 = "hs.original.sha256"  # hex sha256 of the original value
+# Likewise when the original key was over KEY_MAX: hs.original.key holds its first bytes.
+H_KEY_TRUNCATED = "hs.original.key.truncated"  # "true"
+H_ORIGINAL_KEY_SIZE = "hs.original.key.size"
+H_ORIGINAL_KEY_SHA256 = "hs.original.key.sha256"
 
 # Value plus original key, in bytes. The broker takes at most message.max.bytes (Kafka's
 # default 1 048 588) per record batch; this leaves ~145 KB for the other headers, so a
 # record that fit its source topic always fits dead_letter too.
 DEAD_LETTER_MAX_VALUE = 900_000
+# What the rest may take, so that value, key and headers together always fit: a key is at most
+# KEY_MAX bytes (a key near the broker's limit would otherwise make every dead letter of it too
+# large, and a job fail its batch on each replay), each text header at most TEXT_MAX, the
+# message at most MESSAGE_MAX (it may quote a field name as long as the event).
+KEY_MAX = 64 * 1024
+TEXT_MAX = 1024
+MESSAGE_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -49,17 +60,23 @@ class DeadLetterRecord:
     headers: list[tuple[str, bytes]]
 
 
-def _text(s: str) -> bytes:
-    """Header text as UTF-8; a lone surrogate becomes `\\udXXX` instead of an exception."""
-    return s.encode("utf-8", "backslashreplace")
+def _text(s: str, limit: int = TEXT_MAX) -> bytes:
+    """Header text as UTF-8 (a lone surrogate becomes `\\udXXX` instead of an exception), cut
+    to `limit` bytes on a character boundary with "..." when longer."""
+    b = s.encode("utf-8", "backslashreplace")
+    if len(b) <= limit:
+        return b
+    return b[:limit - 3].decode("utf-8", "ignore").encode() + b"..."
 
 
-def _fit(value: bytes | None, budget: int) -> tuple[bytes | None, list[tuple[str, bytes]]]:
-    """The value cut to `budget` bytes, plus the headers that make the cut visible."""
-    if value is None or len(value) <= budget:
-        return value, []
-    return value[:budget], [(H_TRUNCATED, b"true"), (H_ORIGINAL_SIZE, str(len(value)).encode()),
-                            (H_ORIGINAL_SHA256, hashlib.sha256(value).hexdigest().encode())]
+def _fit(data: bytes | None, budget: int, flags: tuple[str, str, str] = (
+        H_TRUNCATED, H_ORIGINAL_SIZE, H_ORIGINAL_SHA256)) -> tuple[bytes | None, list[tuple[str, bytes]]]:
+    """`data` cut to `budget` bytes, plus the headers that make the cut visible."""
+    if data is None or len(data) <= budget:
+        return data, []
+    truncated, size, sha256 = flags
+    return data[:budget], [(truncated, b"true"), (size, str(len(data)).encode()),
+                           (sha256, hashlib.sha256(data).hexdigest().encode())]
 
 
 def dead_letter_record(source_topic: str, value: bytes | None, key: bytes | None, *,
@@ -68,20 +85,23 @@ def dead_letter_record(source_topic: str, value: bytes | None, key: bytes | None
     """The dead_letter record for one refused input (partition/offset -1: never in Kafka).
 
     A value too large for dead_letter keeps its first bytes (the original key counts
-    toward the same budget) with hs.truncated, hs.original.size and hs.original.sha256:
-    a record too large is parked visibly, never an error that stops its producer or job.
+    toward the same budget) with hs.truncated, hs.original.size and hs.original.sha256, a key
+    over KEY_MAX likewise (hs.original.key.truncated, .size, .sha256), and every text header
+    is bounded: whatever the input, the record fits, so it is parked visibly, never an error
+    that stops its producer or job.
     """
     headers = [
         (H_SOURCE_TOPIC, _text(source_topic)),
         (H_SOURCE_PARTITION, str(partition).encode()),
         (H_SOURCE_OFFSET, str(offset).encode()),
         (H_ERROR_CLASS, _text(error_class)),
-        (H_ERROR_MESSAGE, _text(error_message)),
+        (H_ERROR_MESSAGE, _text(error_message, MESSAGE_MAX)),
         (H_SCHEMA, _text(schema)),
         (H_FAILED_AT, _text(failed_at)),
         (H_STAGE, _text(stage)),
     ]
+    key, key_cut = _fit(key, KEY_MAX, (H_KEY_TRUNCATED, H_ORIGINAL_KEY_SIZE, H_ORIGINAL_KEY_SHA256))
     if key is not None:
         headers.append((H_ORIGINAL_KEY, key))
     kept, cut = _fit(value, max(0, DEAD_LETTER_MAX_VALUE - len(key or b"")))
-    return DeadLetterRecord(TOPIC, _text(source_topic), kept, headers + cut)
+    return DeadLetterRecord(TOPIC, _text(source_topic), kept, headers + key_cut + cut)

@@ -498,18 +498,25 @@ def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, jo
 @pytest.mark.parametrize("job", sorted(POISON_JOBS))
 def test_a_record_too_large_for_dead_letter_does_not_stop_the_job(cluster, tmp_path, job):
     """A ~1 MB raw record used to fail every replay of its batch (MSG_SIZE_TOO_LARGE on
-    dead_letter): now it is dead-lettered truncated, and the valid events behind it flow."""
+    dead_letter): now it is dead-lettered truncated, and the valid events behind it flow. So
+    is a malformed record whose key is ~1 MB (its key is cut, not copied whole)."""
     principal, topic, producer = POISON_JOBS[job]
     run = uuid.uuid4().hex[:8]
     huge = poison(BROKER_MAX_MESSAGE - 1024)  # room for the batch and record framing
+    huge_key = b"K" * (BROKER_MAX_MESSAGE - 4096)
     valid = valid_after_poison(job, run)
     where = produce(cluster, producer, topic,
-                    [(POISON_KEY, huge)] + [(v["team_id"], v) for v in valid],
+                    [(POISON_KEY, huge), (huge_key, b"{poison")] + [(v["team_id"], v) for v in valid],
                     config={"message.max.bytes": BROKER_MAX_MESSAGE, "compression.type": "none"})
 
     run_once(cluster, job, principal, tmp_path)  # asserts exit code 0
 
-    (letter,) = dead_letters(cluster, job, topic, {where[0]})
+    letters = dead_letters(cluster, job, topic, {where[0], where[1]})
+    (keyed,) = [m for m in letters if m.value() == b"{poison"]
+    k = headers(keyed)
+    assert k[dl.H_ORIGINAL_KEY] == huge_key[:dl.KEY_MAX] and k[dl.H_KEY_TRUNCATED] == b"true"
+    assert k[dl.H_ORIGINAL_KEY_SHA256] == hashlib.sha256(huge_key).hexdigest().encode()
+    (letter,) = [m for m in letters if m is not keyed]
     h = headers(letter)
     assert h[dl.H_TRUNCATED] == b"true"
     assert h[dl.H_ORIGINAL_SIZE] == str(len(huge)).encode()

@@ -419,6 +419,41 @@ def test_values_too_large_for_dead_letter_are_cut_visibly(registry, schemas):
     assert h[dl.H_ORIGINAL_SHA256] == hashlib.sha256(value).hexdigest()
 
 
+BROKER_MAX_MESSAGE = 1_048_588  # Kafka's default message.max.bytes, which dead_letter keeps
+
+
+def test_a_key_near_the_brokers_limit_makes_a_dead_letter_that_fits(router, schemas):
+    """A record key of ~1 MB that differs from the event's: the dead letter's key header, its
+    message and its value together stay under the broker's limit, the key cut visibly."""
+    from jsonschema import Draft202012Validator
+
+    event = llm()
+    value = json.dumps(event).encode()
+    key = b"k" * 1_040_000
+    out = router.route_bytes(value, topic="llm_usage", key=key)
+    assert out.error.error_class == "key.mismatch"
+    rec = record(out, "producer:llm-gateway")
+    size = len(rec.key) + len(rec.value) + sum(len(k) + len(v) for k, v in rec.headers)
+    assert size < BROKER_MAX_MESSAGE - 10_000, size  # room for the batch's own overhead
+    h = dict(rec.headers)
+    assert h[dl.H_ORIGINAL_KEY] == key[:dl.KEY_MAX] and h[dl.H_KEY_TRUNCATED] == b"true"
+    assert h[dl.H_ORIGINAL_KEY_SIZE] == str(len(key)).encode()
+    assert h[dl.H_ORIGINAL_KEY_SHA256] == hashlib.sha256(key).hexdigest().encode()
+    assert rec.value == value  # the event itself is kept whole
+    Draft202012Validator(schemas.events[DEAD_LETTER_TYPE]).validate(headers_dict(rec.headers))
+
+
+def test_every_header_of_a_dead_letter_is_bounded():
+    rec = dl.dead_letter_record("t" * 5000, b"v", b"k", error_class="c" * 5000,
+                                error_message="\u00e9" * 100_000, schema="s" * 5000,
+                                stage="job:" + "g" * 5000, failed_at="f" * 5000)
+    h = dict(rec.headers)
+    assert len(h[dl.H_ERROR_MESSAGE]) <= dl.MESSAGE_MAX and h[dl.H_ERROR_MESSAGE].endswith(b"...")
+    h[dl.H_ERROR_MESSAGE].decode("utf-8")  # cut on a character boundary
+    assert all(len(v) <= dl.TEXT_MAX for k, v in h.items() if k != dl.H_ERROR_MESSAGE)
+    assert len(rec.key) <= dl.TEXT_MAX
+
+
 # producer and consumer settings
 
 

@@ -61,7 +61,8 @@ def test_examples_cover_every_event_type_both_ways():
 
 def test_dead_letter_schema_lists_exactly_the_contract_headers():
     props = set(load(SCHEMAS).events[DEAD_LETTER_TYPE]["properties"])
-    extra = {dead_letter.H_TRUNCATED, dead_letter.H_ORIGINAL_SIZE, dead_letter.H_ORIGINAL_SHA256}
+    extra = {dead_letter.H_TRUNCATED, dead_letter.H_ORIGINAL_SIZE, dead_letter.H_ORIGINAL_SHA256,
+             dead_letter.H_KEY_TRUNCATED, dead_letter.H_ORIGINAL_KEY_SIZE, dead_letter.H_ORIGINAL_KEY_SHA256}
     assert props == set(dead_letter.ALL_HEADERS) | extra
 
 
