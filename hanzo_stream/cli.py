@@ -293,6 +293,73 @@ def apply(
     raise typer.Exit(0 if result.ok else 1)
 
 
+dead_letters_app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+                               help="Dead letters: replay them, checked.")
+
+
+@dead_letters_app.command("replay")
+def replay_dead_letters(
+    from_offset: Annotated[int, typer.Option(help="First dead_letter offset.")],
+    to_offset: Annotated[int | None, typer.Option(help="End offset, exclusive (default: the end).")] = None,
+    source_topic: Annotated[str | None, typer.Option(help="Only letters from this topic.")] = None,
+    error_class: Annotated[str | None, typer.Option(help="Only letters of this error class.")] = None,
+    execute: Annotated[bool, typer.Option(help="Write; without it, say what would be written.")] = False,
+    include_protected: Annotated[bool, typer.Option(
+        help="Also producer-stage letters to protected topics (billing_events, audit_log), "
+             "once their producer's team has recognised them.")] = False,
+    registry: RegistryOpt = Path("topics.yaml"), secrets_file: SecretsFile = None,
+    bootstrap: Bootstrap = None, security_protocol: Protocol = None,
+    sasl_mechanism: Mechanism = None, sasl_username: Username = None,
+    sasl_password: Password = None, ca_file: CaFile = None,
+) -> None:
+    """Put dead letters back on their source topics, each checked first (hanzo_stream/replay.py):
+    a registry topic, a plausible stage, bytes that pass the topic's contract now; written as a
+    producer of that topic, never as the admin. Exit 0: all replayed; 1: some refused or failed."""
+    import dataclasses
+
+    from . import replay
+    from .client.router import Router
+    from .client.validator import Validator
+    from .reconcile.secrets import load_passwords
+    from .schemas.store import load_schemas
+
+    reg = _registry(registry)
+    conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
+                       sasl_password, ca_file)
+    _admin(conn)  # the diagnosis: a cluster that cannot be reached fails here, in seconds
+    router = Router(reg, Validator(load_schemas(Path(reg.path).resolve().parent / "schemas")))
+    producers = {p for t in reg.topics for p in t.producers if p != "*"}
+    passwords = load_passwords(producers, secrets_file)
+    letters = [x for x in replay.read_letters(conn, from_offset, to_offset)
+               if (source_topic is None or x.source == source_topic)
+               and (error_class is None or x.error_class == error_class)]
+    read, close = replay.source_reader(conn)
+    try:
+        verdicts = [replay.judge(x, reg, router, read, passwords, include_protected) for x in letters]
+    finally:
+        close()
+    for v in verdicts:
+        at = f"dead_letter@{v.letter.offset}"
+        if v.refused:
+            out.print(f"[red]refused[/red] {at} ({escape(v.letter.source)}): {escape(v.refused)}")
+        else:
+            out.print(f"{'replay' if execute else 'would replay'} {at} -> {v.letter.source} "
+                      f"as {v.writer} ({escape(v.letter.error_class)})")
+    ok = [v for v in verdicts if v.accepted]
+    errors: list[str] = []
+    if execute and ok:
+        conns = {w: dataclasses.replace(conn, username=w, password=passwords[w],
+                                        sasl_mechanism="SCRAM-SHA-512")
+                 for w in {v.writer for v in ok if v.writer}}
+        errors = replay.write(ok, conns)
+        for e in errors:
+            err.print(f"[red]error:[/red] {escape(e)}")
+    refused = len(verdicts) - len(ok)
+    out.print(f"{'replayed' if execute else 'would replay'} {len(ok)}, refused {refused} "
+              f"(dead_letter [{from_offset}, {to_offset if to_offset is not None else 'end'}))")
+    raise typer.Exit(EXIT["error"] if refused or errors else EXIT["ok"])
+
+
 def _optional(module: str, attr: str):
     """A part that may not exist in every checkout yet; its own import errors still raise."""
     if importlib.util.find_spec(module.rsplit(".", 1)[0]) is None or \
@@ -304,6 +371,7 @@ def _optional(module: str, attr: str):
 from .local.cli import app as local_app  # noqa: E402
 
 app.add_typer(local_app, name="local", help="The whole platform as local processes.")
+app.add_typer(dead_letters_app, name="dead-letters")
 for _name, _module in (("schemas", "hanzo_stream.schemas.cli"), ("jobs", "hanzo_stream.jobs.cli")):
     _sub = _optional(_module, "app")
     if _sub is not None:
