@@ -8,7 +8,9 @@ Python result matches the schemas' meaning in every language:
 - integers: 1.0 is not an integer (jsonschema and fastjsonschema both accept it); counts
   (tokens, milliseconds, units) must be whole JSON numbers. Money (`cost_usd`) is a decimal
   JSON number and any number passes here; the jobs read its decimal text (docs/schemas.md);
-- patterns: `$` is ECMA-262's end of string, so "...Z\n" is not a valid timestamp;
+- patterns: `$` is ECMA-262's end of string, so "...Z\n" is not a valid timestamp; and a
+  string longer than PATTERN_INPUT_MAX is refused before its pattern runs, as the jobs do
+  (schemas/patterns.py guard_patterns: Java's engine would overflow its stack on it);
 - timestamps (any string with the envelope's timestamp pattern) must also be a real date and
   time: 2025-02-30T... matches the pattern but is refused, as the Spark jobs refuse it.
 """
@@ -26,6 +28,7 @@ import fastjsonschema
 import jsonschema
 from jsonschema import Draft202012Validator
 
+from ..schemas.patterns import guard_patterns
 from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
 from . import refusals as R
 from .refusals import Invalid, show
@@ -136,7 +139,7 @@ class Validator:
         return p, ecma_patterns({"pattern": p})["pattern"]
 
     def _compile(self, name: str, bundle: dict) -> _Compiled:
-        schema = ecma_patterns(bundle)
+        schema = ecma_patterns(guard_patterns(bundle))
         return _Compiled(name, fastjsonschema.compile(schema, use_formats=False), integer_paths(schema),
                          schema, pattern_paths(schema, self._timestamp[1]))
 

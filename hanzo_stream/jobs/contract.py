@@ -32,6 +32,7 @@ from ..client import refusals as R
 from ..client.router import MAX_EVENT_BYTES, MAX_JSON_DEPTH, Router
 from ..client.validator import RANK, RANK_OTHER, Validator, timestamp_pattern
 from ..registry import Registry
+from ..schemas.patterns import PATTERN_INPUT_MAX, guard_patterns
 from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
 
 MONEY = (38, 12)  # a JSON number is read as DECIMAL(38,12): exact to 1e-12, half-up beyond
@@ -160,7 +161,7 @@ def compile_contract(schemas: SchemaSet, registry: Registry, topic: str) -> Cont
 
 
 def _root(schemas: SchemaSet, event_type: str) -> Node:
-    return Node((), (schemas.bundle(event_type),))
+    return Node((), (guard_patterns(schemas.bundle(event_type)),))
 
 
 def _spark_type(node: Node):
@@ -303,7 +304,10 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
                 field=first, allowed=", ".join(allowed))
         elif kw == "pattern":
             is_ts = val == ts
-            bad = ~place.text.rlike(java_pattern(val))
+            # never on a longer value (the maxLength guard_patterns puts first refuses it): Java's
+            # engine recurses per repetition of a group and would overflow the task's stack
+            bad = F.when(F.length(place.text) > PATTERN_INPUT_MAX, F.lit(True)).otherwise(
+                ~place.text.rlike(java_pattern(val)))
             if is_ts:  # a real calendar date and time, as the client also checks
                 bad = bad | F.try_to_timestamp(place.text, F.lit(TS_FORMAT)).isNull()
             refusal, values = R.pattern_refusal(name, val, ts)
@@ -377,7 +381,7 @@ def _entries(contract: Contract, root: _Place) -> list[_Entry]:
     if others:
         out.append(_Entry(type_text.isin(*others), DEFERRED, "another topic's event type; the job "
                           "settles it with the client (Contract.settle)"))
-    env = Node((), (contract.schemas.inline(contract.schemas.by_id[ENVELOPE_ID]),))
+    env = Node((), (guard_patterns(contract.schemas.inline(contract.schemas.by_id[ENVELOPE_ID])),))
     out += [_Entry(r.failed, r.error_class, r.message, r.field)
             for r in sorted(rules_for(root, env, "", [0], ts), key=Rule.key)]
     out.append(_Entry(F.lit(True), R.UNKNOWN_TYPE.error_class, R.UNKNOWN_TYPE.text(known=", ".join(known))))

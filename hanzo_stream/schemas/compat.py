@@ -66,6 +66,16 @@ def _values(node: dict) -> list | None:
     return None
 
 
+def _made_safe(old: Any, new: Any) -> bool:
+    """A pattern that a crafted value could make backtrack for minutes, replaced by one that
+    cannot: allowed, though it may refuse an odd value the old one took, since the old one let
+    any producer stall every consumer (hanzo_stream/schemas/patterns.py)."""
+    from .patterns import backtracking_risk
+
+    return (isinstance(old, str) and isinstance(new, str) and backtracking_risk(old) is not None
+            and backtracking_risk(new) is None)
+
+
 def _bare(node: dict) -> dict:
     return {k: v for k, v in node.items() if k not in DOC_KEYWORDS}
 
@@ -165,6 +175,8 @@ class _Walk:
 
     def _strings(self, old: dict, new: dict, field: list[str]) -> None:
         for kw in ("pattern", "format"):
+            if kw == "pattern" and _made_safe(old.get(kw), new.get(kw)):
+                continue  # a pattern that could hang every consumer, replaced: docs/schemas.md
             if kw in new and old.get(kw) != new[kw]:
                 was = f"{old[kw]!r}" if kw in old else "none"
                 self.add(field, "constraint.tightened", f"changed {kw} from {was} to {new[kw]!r}; "

@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..registry import Registry
+from .patterns import backtracking_risk
 from .store import (
     BASE_ID,
     DEAD_LETTER_TYPE,
@@ -56,6 +57,10 @@ def _keywords(node: Any, rel: str, where: str, out: list[SchemaProblem]) -> None
         if k not in ALLOWED:
             out.append(SchemaProblem(rel, where or "(root)", f"keyword {k!r} is outside the supported "
                                      f"subset ({', '.join(sorted(ALLOWED - DOCS))}); see docs/schemas.md"))
+    if isinstance(node.get("pattern"), str) and (risk := backtracking_risk(node["pattern"])):
+        out.append(SchemaProblem(rel, where or "(root)", f"pattern {node['pattern']!r} can backtrack "
+                                 f"for a long time on a crafted value: {risk}. Rewrite it so no two "
+                                 "parts can match the same characters (docs/schemas.md#patterns)"))
     if "$ref" in node and set(node) - DOCS - {"$ref"}:
         out.append(SchemaProblem(rel, where or "(root)", "put `$ref` alone in its object (wrap it in "
                                  "allOf to add constraints): draft-07 ignores $ref's siblings"))

@@ -185,6 +185,21 @@ def test_long_string_values_are_checked_not_crashed(spark):
     assert len(outcomes) >= 2, outcomes  # a number out of range is told from a long string
 
 
+def test_a_crafted_value_for_a_pattern_is_refused_by_both_engines(spark):
+    """An email of ~256 KiB crafted against the pattern shipped until 2026-11-27 (quadratic in
+    both Python's and Java's engines: minutes per event), and values that repeat a pattern's
+    group 100,000 times (Java's engine recursed per repetition: a StackOverflowError that failed
+    the batch on every retry): refused as too long, before any pattern runs, on both sides."""
+    example = ROOT / "schemas/examples/iam.auth.login_failure/valid"
+    event = json.loads(sorted(example.glob("*.json"))[0].read_text())
+    values = []
+    for body in ("." * (256 * 1024 - 1000), "a." * 100_000 + "@", "a." * 100_000 + "a"):
+        values.append(json.dumps({**event, "data": {**event["data"], "email": "a@" + body}}).encode())
+    values.append(json.dumps({**event, "type": "a" + ".a" * 100_000}).encode())
+    assert assert_same(spark, "audit_log", values) == {"schema.value"}
+    assert all("at most 1024 character(s)" in client_verdict("audit_log", v)[1] for v in values)
+
+
 def test_another_topics_types_are_deferred_to_the_client_after_the_jobs_own_checks(spark):
     """The JVM holds only its topic's rules; another topic's type is DEFERRED and settled by the
     client, but never ahead of a problem the job finds first (malformed JSON is blamed first)."""
