@@ -8,18 +8,16 @@
 #
 #   tests/stock_debian.sh [bookworm|trixie]      (as root; prints the time each step took)
 #
-# The root shares this machine's network (it downloads from Debian, PyPI and Maven Central, and
-# the platform listens on 127.0.0.1), so run it when no local platform is up here. Its mounts
-# live in a private mount namespace, so they end with it; the root directory is removed.
+# Two steps, so that the platform never meets this machine's own ports: `.ci/install up` (the
+# install half of `./dev up`) runs with the machine's network to download, then `./dev up`
+# itself runs in a network namespace of its own (its install half finds everything in place;
+# its platform listens on that namespace's 127.0.0.1). Its mounts live in a private mount
+# namespace and end with it; the root directory is removed.
 set -euo pipefail
 suite="${1:-bookworm}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 [ "$(id -u)" -eq 0 ] || { echo "run as root (mmdebstrap and chroot)" >&2; exit 64; }
 command -v mmdebstrap >/dev/null || { echo "needs mmdebstrap: apt-get install mmdebstrap" >&2; exit 64; }
-if (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
-  echo "something listens on 127.0.0.1:9092: stop the local platform first (./dev down)" >&2
-  exit 1
-fi
 
 root="$(mktemp -d /var/tmp/hanzo-stock-debian.XXXXXX)"
 leftovers() {  # processes whose root directory is inside the Debian root
@@ -50,21 +48,27 @@ git -C "$repo" ls-files -z --cached --others --exclude-standard \
 step "$(chroot "$root" sh -c '. /etc/os-release; echo "$PRETTY_NAME, $(python3 --version)"'), \
 no pip: $(chroot "$root" python3 -m pip --version >/dev/null 2>&1 && echo no || echo yes)"
 
-inside() {  # run a shell command in the root, in a private mount namespace with /proc, /dev, /sys
-  unshare --mount --propagation private /bin/bash -c '
+inside() {  # NET COMMAND: run a shell command in the root, in a private mount namespace with
+  # /proc, /dev, /sys and a fresh /tmp; NET=own adds a network namespace with only loopback
+  local unshare=(unshare --mount --propagation private)
+  [ "$1" = own ] && unshare+=(--net)
+  "${unshare[@]}" /bin/bash -c '
     set -e; r=$1; shift
+    ip link set lo up 2>/dev/null || true
     mount -t proc proc "$r/proc"; mount --rbind /sys "$r/sys"; mount --rbind /dev "$r/dev"
     mount -t tmpfs -o mode=1777 tmpfs "$r/tmp"
     exec chroot "$r" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c "$1"
-  ' inside "$root" "$1"
+  ' inside "$root" "$2"
 }
 
-step "./dev up (installs everything, then starts the platform)"
+step ".ci/install up (the install half of ./dev up: Debian packages, the venv, pip, Maven)"
+inside host 'cd /root/hanzo-stream && .ci/install up 2>&1 | tee /root/install.log; exit ${PIPESTATUS[0]}'
+step "./dev up, in a network namespace of its own"
 status=0
-inside 'cd /root/hanzo-stream && ./dev up 2>&1 | tee /root/dev-up.log; exit ${PIPESTATUS[0]}' || status=$?
+inside own 'cd /root/hanzo-stream && ./dev up 2>&1 | tee /root/dev-up.log; exit ${PIPESTATUS[0]}' || status=$?
 grep -q "all flowing" "$root/root/dev-up.log" || [ "$status" -ne 0 ] || status=1
 step "./dev up exited $status"
-inside 'cd /root/hanzo-stream && ./dev down --purge' || true
+inside own 'cd /root/hanzo-stream && ./dev down --purge' || true
 step "done: ./dev up on a fresh Debian $suite $([ "$status" -eq 0 ] && echo "reached all flowing" || echo FAILED)"
 exit "$status"
