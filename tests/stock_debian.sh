@@ -41,7 +41,14 @@ step() { echo "==> [$((SECONDS - t0)) s] $*"; }
 step "mmdebstrap $suite (minbase + python3) into $root"
 mmdebstrap --quiet --variant=minbase --include=python3,ca-certificates \
   "$suite" "$root" http://deb.debian.org/debian
+# This machine's network, as any machine on it has it: its resolver, and the CAs its egress
+# proxy signs with (pip and Maven go through it) with pip told to use the system's trust store.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+fi
+[ ! -e /etc/pip.conf ] || cp /etc/pip.conf "$root/etc/pip.conf"
 mkdir -p "$root/root/hanzo-stream"
 git -C "$repo" ls-files -z --cached --others --exclude-standard \
   | (cd "$repo" && xargs -0 tar -cf - --no-recursion) | tar -xf - -C "$root/root/hanzo-stream"

@@ -43,7 +43,11 @@ def main() -> None:
         if tty:  # the first fetch can take a minute: say what is being fetched
             print(f"    {label} ...", end="", flush=True)
         t = time.monotonic()
-        where = fn()
+        try:
+            where = fn()
+        except (OSError, RuntimeError) as e:  # FetchFailed, StartFailed: the cause, no traceback
+            print(f"{chr(13) if tty else ''}    {label}: error: {e}", file=sys.stderr)
+            sys.exit(1)
         if isinstance(where, list):  # a set of jars: name their folder
             where = f"{len(where)} jars in {where[0].parent}" if where else "nothing"
         print(f"{chr(13) if tty else ''}    {label}: {where} ({time.monotonic() - t:.1f}s)")

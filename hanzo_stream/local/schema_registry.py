@@ -38,6 +38,27 @@ def _java() -> str:
     return str(Path(home, "bin", "java")) if home else "java"
 
 
+def _extract(tar: tarfile.TarFile, dest: Path) -> None:
+    """tarfile's "data" filter where this Python has it (3.11.4 and later); on Debian 12's
+    3.11.2 the same refusals by hand: nothing lands outside `dest` or links out of it, and
+    no device files."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+
+    def inside(p: Path) -> bool:
+        p = p.resolve()
+        return p == root or root in p.parents
+
+    for m in tar.getmembers():
+        target = dest / m.name
+        link = (target.parent / m.linkname) if m.issym() else (dest / m.linkname) if m.islnk() else target
+        if m.isdev() or not inside(target) or not inside(link):
+            raise StartFailed(f"{tar.name}: {m.name} would land outside {dest}; refusing the archive")
+    tar.extractall(dest)
+
+
 def install() -> Path:
     """The unpacked distribution in the download cache (fetched once with Maven)."""
     dest = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}"
@@ -55,7 +76,7 @@ def install() -> Path:
         (archive,) = Path(work).glob("*.tar.gz")
         partial.mkdir(parents=True)
         with tarfile.open(archive) as tar:
-            tar.extractall(partial, filter="data")
+            _extract(tar, partial)
     runner = _runner(partial)
     (partial / ".complete").write_text(f"{ARTIFACT}\n{runner.name}\n")
     shutil.rmtree(dest, ignore_errors=True)
