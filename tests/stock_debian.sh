@@ -76,6 +76,11 @@ status=0
 inside own 'cd /root/hanzo-stream && ./dev up 2>&1 | tee /root/dev-up.log; exit ${PIPESTATUS[0]}' || status=$?
 grep -q "all flowing" "$root/root/dev-up.log" || [ "$status" -ne 0 ] || status=1
 step "./dev up exited $status"
+if [ "$status" -ne 0 ]; then  # what the platform's own logs say, before the root goes
+  for f in "$root"/root/hanzo-stream/.hanzo-stream/jobs/*/job.log; do
+    [ -e "$f" ] && { echo "--- ${f#"$root"} (head)"; head -20 "$f"; }
+  done
+fi
 inside own 'cd /root/hanzo-stream && ./dev down --purge' || true
 step "done: ./dev up on a fresh Debian $suite $([ "$status" -eq 0 ] && echo "reached all flowing" || echo FAILED)"
 exit "$status"

@@ -3,6 +3,7 @@ tarfile's "data" filter where it exists, by hand on Debian 12's 3.11.2 (which la
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 from pathlib import Path
@@ -63,8 +64,6 @@ def test_an_absolute_name_never_lands_outside(tmp_path, python):
     dest = tmp_path / "out"
     dest.mkdir()
     with tarfile.open(f) as tar:
-        try:
+        with contextlib.suppress(StartFailed):
             schema_registry._extract(tar, dest)
-        except StartFailed:
-            pass
     assert not Path("/tmp-hanzo-abs-evil").exists()
