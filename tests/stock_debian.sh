@@ -49,6 +49,10 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   chroot "$root" update-ca-certificates >/dev/null
 fi
 [ ! -e /etc/pip.conf ] || cp /etc/pip.conf "$root/etc/pip.conf"
+# The host name resolves locally, as Debian's installer writes /etc/hosts (mmdebstrap writes
+# none; Spark's driver looks its own host name up).
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+  "$(hostname)" > "$root/etc/hosts"
 mkdir -p "$root/root/hanzo-stream"
 git -C "$repo" ls-files -z --cached --others --exclude-standard \
   | (cd "$repo" && xargs -0 tar -cf - --no-recursion) | tar -xf - -C "$root/root/hanzo-stream"

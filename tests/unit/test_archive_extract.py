@@ -63,7 +63,6 @@ def test_an_absolute_name_never_lands_outside(tmp_path, python):
     f = archive(tmp_path, ("/tmp-hanzo-abs-evil", None))
     dest = tmp_path / "out"
     dest.mkdir()
-    with tarfile.open(f) as tar:
-        with contextlib.suppress(StartFailed):
-            schema_registry._extract(tar, dest)
+    with tarfile.open(f) as tar, contextlib.suppress(StartFailed):
+        schema_registry._extract(tar, dest)
     assert not Path("/tmp-hanzo-abs-evil").exists()
