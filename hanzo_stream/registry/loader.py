@@ -164,9 +164,8 @@ def _compose_with_lines(text: str, file: str) -> tuple[Any, dict[Path_, int]]:
                     problems.append(Problem(file, line, shown(path), "a key must be a plain name, "
                                             "not a list or a mapping", "use a plain name as the key"))
                     continue
-                key = scalar(k, (*path, k.value))
-                if not isinstance(key, str | int) or isinstance(key, bool):
-                    key = k.value
+                scalar(k, (*path, k.value))  # its characters are checked like any value's
+                key = k.value  # as written: `1:` or `yes:` is a name here, not a number
                 if key in first:
                     problems.append(Problem(file, line, shown((*path, key)),
                                             f"duplicate key {key!r} (first on line {first[key]}); "
