@@ -14,16 +14,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from hanzo_stream import versions
+from hanzo_stream import jars, versions
 
 PROJECT = "hanzo-stream"
 
 # The Prometheus JMX exporter agent: where it is published (the reconciler image bakes it in
-# from there, docs/images.md), its checksum, and where that image keeps it.
-JMX_AGENT_URL = (
-    "https://repo1.maven.org/maven2/io/prometheus/jmx/jmx_prometheus_javaagent/"
-    f"{versions.JMX_EXPORTER_VERSION}/jmx_prometheus_javaagent-{versions.JMX_EXPORTER_VERSION}.jar"
-)
+# from there, images/Dockerfile.reconciler), its checksum, and where that image keeps it.
+JMX_AGENT_URL = jars.central_url(jars.JMX_AGENT)  # Maven Central's copy
 JMX_AGENT_SHA256 = versions.JMX_EXPORTER_SHA256
 JMX_AGENT_IN_IMAGE = "/opt/hanzo-stream/jmx/jmx_prometheus_javaagent.jar"
 CURL_IMAGE = versions.CURL_IMAGE  # an initImage that can download it

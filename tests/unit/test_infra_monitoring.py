@@ -221,7 +221,7 @@ def test_pinned_agent_checksum_matches_the_jar_the_project_uses():
 def test_the_reconciler_image_recipe_bakes_in_the_pinned_agent_where_the_init_container_looks():
     from infra.settings import JMX_AGENT_IN_IMAGE, JMX_AGENT_SHA256, JMX_AGENT_URL
 
-    recipe = (ROOT / "docs" / "images.md").read_text()
+    recipe = (ROOT / "images" / "Dockerfile.reconciler").read_text()
     assert f"--checksum=sha256:{JMX_AGENT_SHA256}" in recipe
     assert f"{JMX_AGENT_URL} \\\n    {JMX_AGENT_IN_IMAGE}\n" in recipe
 
