@@ -130,11 +130,18 @@ def judge(letter: Letter, registry: Registry, router: Router, read_source: Sourc
 
 # -- reading and writing (confluent-kafka) ---------------------------------------------------
 
+def _reader(conn):
+    """A consumer that only reads what it is assigned and never commits."""
+    from confluent_kafka import Consumer
+
+    return Consumer(conn.confluent() | {"group.id": "hanzo-stream-replay", "enable.auto.commit": False})
+
+
 def read_letters(conn, first: int, end: int | None, timeout: float = 10.0) -> list[Letter]:
     """dead_letter's records in [first, end) (end None: up to the current end)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    c = Consumer(conn.confluent() | {"group.id": "hanzo-stream-replay", "enable.auto.commit": False})
+    c = _reader(conn)
     try:
         tp = TopicPartition(dl.TOPIC, DEAD_LETTER_PARTITION)
         low, high = c.get_watermark_offsets(tp, timeout=timeout)
@@ -162,9 +169,9 @@ def read_letters(conn, first: int, end: int | None, timeout: float = 10.0) -> li
 def source_reader(conn, timeout: float = 10.0) -> tuple[SourceReader, Callable[[], None]]:
     """Reads one record of a source topic by its partition and offset (MISSING if it is not
     there), and a function that closes the reader."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    c = Consumer(conn.confluent() | {"group.id": "hanzo-stream-replay", "enable.auto.commit": False})
+    c = _reader(conn)
 
     def read(topic: str, partition: int, offset: int) -> object:
         tp = TopicPartition(topic, partition)
