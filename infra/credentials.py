@@ -23,6 +23,7 @@ from .topology import labels
 
 ADMIN = "admin"
 ADMIN_SECRET = "kafka-admin"
+SASL_FLAGS_KEY = "sasl.flags"
 RECONCILER_SECRET, RECONCILER_KEY = "hanzo-stream-credentials", "credentials.json"
 
 
@@ -62,7 +63,7 @@ def _password(name: str) -> pulumi.Output:
 
 def generate(registry: Registry) -> Credentials:
     return Credentials(_password(ADMIN),
-                       {p.name: _password(p.name) for p in registry.principals})
+                       {name: _password(name) for name in sorted(registry.principal_names())})
 
 
 def _java_jaas(principal: str, password: str) -> str:
@@ -81,6 +82,10 @@ def manifests(namespace: str, creds: Credentials) -> list[dict]:
             "password": pw,
             "mechanism": mechanism(principal),
             "sasl.jaas.config": pw.apply(lambda p, who=principal: _java_jaas(who, p)),
+            # For tools that take a login only as flags (kingpin's `@file`, e.g. kafka_exporter):
+            # flags in a mounted file stay out of the process's argv.
+            SASL_FLAGS_KEY: pw.apply(lambda p, who=principal:
+                                     f"--sasl.username={who}\n--sasl.password={p}\n"),
         }))
     every = pulumi.Output.all(creds.admin, pulumi.Output.all(**creds.principals))
     jaas = every.apply(lambda a: to_server_properties(jaas_config(a[0], a[1])))

@@ -23,7 +23,7 @@ from hanzo_stream.registry import Registry
 
 from . import security_context
 from .cluster import JmxRules
-from .credentials import mechanism, password_env
+from .credentials import SASL_FLAGS_KEY, mechanism, user_secret
 from .reconciler import connection_env
 from .settings import StackSettings
 from .tls import CA_FILE, CA_MOUNT, ca_volume
@@ -126,31 +126,42 @@ def pod_monitor(top: Topology, prom_labels: dict) -> dict:
     }
 
 
-def _exporter_container(s: StackSettings, top: Topology) -> dict:
+SASL_FLAGS_DIR = "/etc/kafka-exporter"
+
+
+def _exporter_container(s: StackSettings, top: Topology) -> tuple[dict, list[dict]]:
     """The platform's own exporter (hanzo_stream.monitoring.lag_exporter, the same metric names
-    and labels) or danielqsj/kafka_exporter; either logs in as exporterPrincipal over SASL_SSL."""
+    and labels) or danielqsj/kafka_exporter; either logs in as exporterPrincipal over SASL_SSL.
+    Returns the container's fields and the volumes they need. The password is never in argv:
+    kafka_exporter takes it only as a flag, so its flags come from a mounted Secret file
+    (kingpin's `@file`), not from `$(VAR)` expansion, which would put it in /proc/*/cmdline."""
     who = s.exporterPrincipal
     if s.kafkaExporter == "hanzo-stream":
         return {"image": s.reconcilerImage,
                 "command": ["python3", "-m", "hanzo_stream.monitoring.lag_exporter",
                             "--listen", f"0.0.0.0:{EXPORTER_PORT}"],
-                "env": connection_env(top, who)}
+                "env": connection_env(top, who)}, []
     mech = {"PLAIN": "plain", "SCRAM-SHA-512": "scram-sha512"}[mechanism(who)]
+    flags = {"name": "sasl-flags", "secret": {
+        "secretName": user_secret(who), "defaultMode": 0o440,
+        "items": [{"key": SASL_FLAGS_KEY, "path": SASL_FLAGS_KEY}]}}
     return {"image": s.kafkaExporterImage,
             "args": [
                 f"--kafka.server={top.bootstrap}",
                 "--sasl.enabled", f"--sasl.mechanism={mech}",
-                "--sasl.username=$(KAFKA_USERNAME)", "--sasl.password=$(KAFKA_PASSWORD)",
+                f"@{SASL_FLAGS_DIR}/{SASL_FLAGS_KEY}",
                 "--tls.enabled", f"--tls.ca-file={CA_FILE}",
                 f"--tls.server-name={top.client_service}.{top.namespace}.svc",
                 f"--web.listen-address=:{EXPORTER_PORT}",
             ],
-            "env": [password_env("KAFKA_USERNAME", who, "username"),
-                    password_env("KAFKA_PASSWORD", who)]}
+            "volumeMounts": [{"name": "sasl-flags", "mountPath": SASL_FLAGS_DIR,
+                              "readOnly": True}]}, [flags]
 
 
 def exporter(s: StackSettings, top: Topology) -> list[dict]:
     """The consumer-lag exporter Deployment and its Service; password via the Secret."""
+    container, volumes = _exporter_container(s, top)
+    mounts = container.pop("volumeMounts", [])
     deploy = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "kafka-exporter", "namespace": top.namespace,
@@ -163,7 +174,7 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
                 "securityContext": security_context.pod(65534),
                 "containers": [{
                     "name": "kafka-exporter",
-                    **_exporter_container(s, top),
+                    **container,
                     "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
                     "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
                                        "periodSeconds": 15},
@@ -173,9 +184,9 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
                                   "limits": {"cpu": "250m", "memory": "256Mi"}},
                     "securityContext": security_context.container(),
                     "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT,
-                                      "readOnly": True}],
+                                      "readOnly": True}, *mounts],
                 }],
-                "volumes": [ca_volume()],
+                "volumes": [ca_volume(), *volumes],
             }},
         },
     }

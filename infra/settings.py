@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from hanzo_stream import jars, versions
+from hanzo_stream.registry import platform
 
 PROJECT = "hanzo-stream"
 
@@ -106,11 +107,13 @@ SETTINGS: tuple[Setting, ...] = (
             "`danielqsj` (danielqsj/kafka_exporter from kafkaExporterImage)"),
     Setting("kafkaExporterImage", versions.KAFKA_EXPORTER_IMAGE,
             "danielqsj/kafka_exporter's image, when kafkaExporter is `danielqsj`"),
-    Setting("exporterPrincipal", "admin", "principal kafka_exporter logs in as"),
+    Setting("exporterPrincipal", platform.LAG_EXPORTER, "principal the lag exporter logs "
+            "in as (DESCRIBE on topics and groups: hanzo_stream/registry/platform.py)"),
     Setting("schemaRegistry", True, "deploy the schema registry"),
     Setting("schemaRegistryImage", versions.SCHEMA_REGISTRY_IMAGE,
             "Confluent-compatible schema registry image"),
-    Setting("schemaRegistryPrincipal", "admin", "principal the schema registry logs in as"),
+    Setting("schemaRegistryPrincipal", platform.SCHEMA_REGISTRY, "principal the schema "
+            "registry logs in as (its topic and group only)"),
     Setting("schemaRegistryCompatibility", "BACKWARD", "default compatibility level"),
     Setting("schemaRegistryReplicas", 1, "schema registry pods"),
     Setting("spark", True, "run the consumer-group Spark jobs (launched as sparkLauncher says)"),

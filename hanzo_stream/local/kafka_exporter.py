@@ -7,7 +7,8 @@ names over the same SASL_SSL + SCRAM-SHA-512 connection with the local CA. The
 connection (password included) goes through the environment, never the command line.
 
 Its principal needs DESCRIBE on the topics (metadata, list offsets) and on the groups
-(list, describe, fetch offsets) it reports; locally it is `admin`.
+(list, describe, fetch offsets) it reports, and nothing more: `lag-exporter`
+(hanzo_stream/registry/platform.py), here and in Kubernetes.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from ..jobs.spec import list_specs
 from ..monitoring import JMX_RULES_FILE
 from ..paths import state_dir
 from ..registry import Registry
+from ..registry.platform import LAG_EXPORTER
 from . import (
     alertmanager,
     credentials,
@@ -199,8 +200,8 @@ def _object_store_start(ctx: Context) -> str:
 # ---------------------------------------------------------------- monitoring
 
 def _exporter_start(ctx: Context) -> str:
-    url = kafka_exporter.start(ctx.home / "exporter", ctx.connection())
-    return f"consumer lag (kafka_exporter names) at {url}/metrics"
+    url = kafka_exporter.start(ctx.home / "exporter", ctx.connection(LAG_EXPORTER))
+    return f"consumer lag (kafka_exporter names) at {url}/metrics, as principal {LAG_EXPORTER}"
 
 
 def _monitor_start(ctx: Context) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -48,6 +48,7 @@ from .changes import (
     RaiseReplication,
     RotateScramPassword,
 )
+from .observe import client_resource_type
 from .plan import MIN_ISR, Plan
 
 TIMEOUT = 60.0
@@ -105,7 +106,7 @@ def _config(rtype: ResourceType, name: str, configs: Mapping[str, str | None]) -
 
 
 def _acl_binding(a: Acl, cls: type = AclBinding) -> Any:
-    return cls(ResourceType[a.resource_type], a.resource_name, ResourcePatternType[a.pattern_type],
+    return cls(client_resource_type(a.resource_type), a.resource_name, ResourcePatternType[a.pattern_type],
                a.principal, a.host, AclOperation[a.operation], AclPermissionType[a.permission])
 
 
@@ -119,9 +120,17 @@ def _collect(result: Result, changes: Iterable[Change], futures: Mapping[Any, An
             result.failed.append((c, _message(e)))
 
 
+class Denied(str):
+    """An error message saying the principal may not: for validate, "not judged", not "wrong"."""
+
+
+_DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+
+
 def _message(e: Exception) -> str:
     err = e.args[0] if e.args else e
-    return err.str() if hasattr(err, "str") else str(err)
+    text = err.str() if hasattr(err, "str") else str(err)
+    return Denied(text) if isinstance(err, KafkaError) and err.code() in _DENIED else text
 
 
 def _alter_configs(admin: Any, per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
@@ -167,14 +176,22 @@ def _broker_rates(brokers: Iterable[int], rate: int | None) -> Configs:
 
 # ---------------------------------------------------------------- validate
 
-def validate(admin: Any, plan: Plan) -> list[str]:
-    """Ask the brokers to validate creates, partition growth and config changes (no effect)."""
+def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
+    """Ask the brokers to validate creates, partition growth and config changes (no effect).
+
+    Returns what they reject and what they would not judge: Kafka authorizes a validate_only
+    request like the real one, so a read-only principal (the pull-request planner) gets
+    "denied", which says nothing about the change. Apply, as a principal that may, asks again."""
     problems: list[str] = []
+    unjudged: list[str] = []
 
     def judge(changes: list[Any], futures: Mapping[Any, Any], key: Callable[[Any], Any]) -> None:
         result = Result()
         _collect(result, changes, futures, key)
-        problems.extend(f"broker rejects {c.KIND} {c.describe()}: {msg}" for c, msg in result.failed)
+        for c, msg in result.failed:
+            (unjudged if isinstance(msg, Denied) else problems).append(
+                f"{c.KIND} {c.describe()}" if isinstance(msg, Denied)
+                else f"broker rejects {c.KIND} {c.describe()}: {msg}")
 
     if creates := plan.of(CreateTopic):
         judge(creates, admin.create_topics([_new_topic(c) for c in creates], validate_only=True,
@@ -194,16 +211,20 @@ def validate(admin: Any, plan: Plan) -> list[str]:
         per_topic.setdefault((rt, name), {}).update(cfg | {MIN_ISR: str(_final_isr(moves, name))})
         owner[name] = next(c for c in moves if c.topic == name)
     for (_, name), msg in _alter_configs(admin, per_topic, validate_only=True).items():
-        if msg:
-            c = owner[name]
+        c = owner[name]
+        if isinstance(msg, Denied):
+            unjudged.append(f"{c.KIND} {c.describe()}")
+        elif msg:
             problems.append(f"broker rejects {c.KIND} {c.describe()}: {msg}")
     if moves:
         brokers = {b for c in moves for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
         for (_, b), msg in _alter_configs(admin, _broker_rates(brokers, moves[0].throttle),
                                           validate_only=True).items():
-            if msg:
+            if isinstance(msg, Denied):
+                unjudged.append(f"the replication throttle on broker {b}")
+            elif msg:
                 problems.append(f"broker {b} rejects the replication throttle: {msg}")
-    return problems
+    return problems, unjudged
 
 
 def _final_isr(changes: list[RaiseReplication], topic: str) -> int:

@@ -105,6 +105,19 @@ def _enum(v: Any) -> str:
     return v.name if hasattr(v, "name") else str(v)
 
 
+# confluent-kafka names Kafka's CLUSTER resource type BROKER (same wire value, 4); the
+# registry speaks Kafka's vocabulary (kafka-acls.sh, the broker's authorizer log).
+_CLIENT_TYPE = {"CLUSTER": ResourceType.BROKER}
+
+
+def client_resource_type(kafka_name: str) -> ResourceType:
+    return _CLIENT_TYPE.get(kafka_name) or ResourceType[kafka_name]
+
+
+def kafka_resource_type(t: Any) -> str:
+    return "CLUSTER" if t == ResourceType.BROKER else _enum(t)
+
+
 def observe(admin: CountingAdmin | Any) -> ClusterState:
     md = admin.list_topics(timeout=TIMEOUT)
     names = sorted(n for n in md.topics if not is_internal(n) or n in KAFKA_OWN_REPLICATED)
@@ -133,7 +146,7 @@ def observe(admin: CountingAdmin | Any) -> ClusterState:
 
     bindings = admin.describe_acls(ANY_ACL, request_timeout=TIMEOUT).result()
     acls = frozenset(
-        Acl(b.principal, _enum(b.restype), b.name, _enum(b.resource_pattern_type),
+        Acl(b.principal, kafka_resource_type(b.restype), b.name, _enum(b.resource_pattern_type),
             _enum(b.operation), b.host, _enum(b.permission_type))
         for b in bindings
     )

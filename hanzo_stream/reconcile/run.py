@@ -28,7 +28,13 @@ def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
         state = observe_moves(admin, state, grow)
     p = make_plan(registry, state, opts)
     if not p.errors:
-        p.errors.extend(validate(admin, p))
+        problems, unjudged = validate(admin, p)
+        p.errors.extend(problems)
+        if unjudged:
+            p.notes.append(
+                f"not judged by the brokers ({len(unjudged)}): {'; '.join(unjudged)}. This "
+                "principal may only read; apply asks the brokers again, as a principal that may, "
+                "before anything changes.")
     return p
 
 

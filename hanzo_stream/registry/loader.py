@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import platform
 from .model import DeadLetterThresholds, ExtraGrant, Group, LagThresholds, Principal, Registry, Topic
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -310,6 +311,7 @@ def _build(data: dict, file: str) -> Registry:
         groups=groups,
         extra_grants=tuple(grants),
         replication_profile=data.get("replication", {}).get("profile"),
+        platform=platform.PRINCIPALS,
     )
 
 

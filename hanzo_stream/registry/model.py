@@ -7,6 +7,10 @@ secrets) reads these dataclasses, never the YAML.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .platform import PlatformPrincipal
 
 WILDCARD = "*"
 ADMIN = "admin"  # the platform's super user (broker_config, infra/credentials.py): never a service
@@ -113,6 +117,9 @@ class Registry:
     # `replication.profile`: "cluster" (by broker count), a name in broker_config.PROFILES,
     # or None (replication factors of topics without their own are not managed).
     replication_profile: str | None = None
+    # The platform's own principals (registry/platform.py): the loader adds them to every
+    # registry; they get passwords, SCRAM credentials and ACLs like declared ones.
+    platform: tuple[PlatformPrincipal, ...] = ()
 
     def topic(self, name: str) -> Topic:
         return next(t for t in self.topics if t.name == name)
@@ -121,6 +128,11 @@ class Registry:
         return next(g for g in self.groups if g.name == name)
 
     def principal_names(self) -> set[str]:
+        """Every principal with a password: the declared ones and the platform's."""
+        return self.declared_names() | {p.name for p in self.platform}
+
+    def declared_names(self) -> set[str]:
+        """The principals topics.yaml declares: the only ones it may refer to."""
         return {p.name for p in self.principals}
 
     def topic_for_event_type(self, event_type: str) -> Topic:
@@ -149,11 +161,13 @@ class Registry:
                 out.add(
                     Acl(f"User:{e.principal}", e.resource_type, e.resource_name, e.pattern_type, op)
                 )
+        for p in self.platform:
+            out |= p.acls()
         return frozenset(out)
 
     def owned_principals(self) -> set[str]:
         """Kafka principals whose ACLs the reconciler owns (adds and removes)."""
-        owned = {p.kafka_principal for p in self.principals}
+        owned = {p.kafka_principal for p in (*self.principals, *self.platform)}
         if any(WILDCARD in t.producers for t in self.topics) or any(
             e.principal == WILDCARD for e in self.extra_grants
         ):

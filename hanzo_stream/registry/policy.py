@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import platform
 from .model import ADMIN, WILDCARD, Registry
 
 Finding = tuple[tuple[str | int, ...], str, str]
@@ -57,6 +58,8 @@ DESTRUCTIVE = frozenset({"DELETE", "ALTER", "ALTER_CONFIGS", "ALL"})
 RESERVED_PRINCIPALS = {
     ADMIN: "it is the platform's super user",
     "anonymous": "it is Kafka's unauthenticated principal (User:ANONYMOUS)",
+    **{p.name: f"it is the platform's own ({p.description}; hanzo_stream/registry/platform.py)"
+       for p in platform.PRINCIPALS},
 }
 
 
@@ -214,7 +217,7 @@ def protected_topics(reg: Registry, data: dict) -> Iterator[Finding]:
 
 
 def references(reg: Registry, data: dict) -> Iterator[Finding]:
-    principals = reg.principal_names()
+    principals = reg.declared_names()
     topics = {t.name for t in reg.topics}
     declare = "declare it under principals: (name, description)"
     for i, t in enumerate(reg.topics):

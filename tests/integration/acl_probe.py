@@ -184,7 +184,9 @@ def _cluster(admin: AdminClient, conn: Connection, who: str, target: Target,
     desc = admin.describe_cluster(include_authorized_operations=True, request_timeout=TIMEOUT)
     ops = desc.result(timeout=TIMEOUT).authorized_operations
     if ops:  # the broker lists them only to a principal that may DESCRIBE the cluster
-        for op in CLUSTER_OPS:
+        # Not IDEMPOTENT_WRITE: the list holds explicit grants only, while InitProducerId also
+        # admits any principal that may WRITE some topic (KIP-679); the real produce answers it.
+        for op in (o for o in CLUSTER_OPS if o != "IDEMPOTENT_WRITE"):
             add(op, "authorized_operations", op in _ops(ops))
     else:
         add("DESCRIBE", "authorized_operations", False)

@@ -27,6 +27,7 @@ from hanzo_stream import dead_letter as dl
 from hanzo_stream.local import alertmanager, dead_letter_monitor, kafka_exporter, prometheus
 from hanzo_stream.monitoring import RULES_DIR, alerts, dashboards, pager_inbox
 from hanzo_stream.monitoring.alertmanager import dedup_key
+from hanzo_stream.registry.platform import LAG_EXPORTER
 from tests.integration.conftest import apply_registry, wait_for
 
 pytestmark = pytest.mark.integration
@@ -92,7 +93,7 @@ def stack(hip_cluster, registry, tmp_path_factory) -> Iterator[Stack]:
         monitor = dead_letter_monitor.start(home / "monitor", hip_cluster.as_(principal),
                                             ROOT / "topics.yaml")
         cleanup.callback(kafka_exporter.stop, home / "exporter")
-        exporter = kafka_exporter.start(home / "exporter", hip_cluster.admin)
+        exporter = kafka_exporter.start(home / "exporter", hip_cluster.as_(LAG_EXPORTER))
         cleanup.callback(alertmanager.stop, home / "alertmanager")
         am = alertmanager.start(home / "alertmanager", ROUTING_KEY, inbox_url, group_wait="1s",
                                 group_interval="2s", repeat_interval="5s")

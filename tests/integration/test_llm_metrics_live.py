@@ -30,6 +30,7 @@ from hanzo_stream.jobs import process
 from hanzo_stream.jobs.consumer import LISTEN_ENV
 from hanzo_stream.local import kafka, kafka_exporter, prometheus
 from hanzo_stream.monitoring import dashboards, rule_files
+from hanzo_stream.registry.platform import LAG_EXPORTER
 from tests.integration.conftest import apply_registry, wait_for
 from tests.integration.spark_harness import (
     ROOT,
@@ -170,7 +171,7 @@ def test_llm_metrics_counts_known_events_exactly_and_survives_a_crash(cluster, t
         cleanup.callback(prometheus.stop, tmp_path / "prometheus")
         cleanup.callback(kafka_exporter.stop, tmp_path / "exporter")
         cleanup.callback(process.kill, JOB, home)
-        exporter = kafka_exporter.start(tmp_path / "exporter", cluster.admin)
+        exporter = kafka_exporter.start(tmp_path / "exporter", cluster.as_(LAG_EXPORTER))
         prom = prometheus.start(tmp_path / "prometheus", [
             prometheus.ScrapeJob(JOB, (f"127.0.0.1:{port}",)),
             prometheus.ScrapeJob.from_urls(prometheus.EXPORTER_JOB, [exporter])],
@@ -213,7 +214,12 @@ def test_llm_metrics_counts_known_events_exactly_and_survives_a_crash(cluster, t
         for (m, p), x in want1.items():  # /metrics still shows exactly the checkpointed counts
             assert scraped[("hanzo_llm_requests_total", ("model", m), ("provider", p))] == x["requests"]
         committed, ends = offsets_of(cluster, JOB, TOPIC)
-        assert sum(ends.values()) - sum(committed.values()) >= len(events2)  # the lag shows
+        lag = sum(ends.values()) - sum(committed.values())
+        assert lag >= len(events2)  # the lag shows
+        # ... to the exporter too, logged in as lag-exporter (DESCRIBE on topics and groups only)
+        wait_for(lambda: value(prom, f'sum(kafka_consumergroup_lag{{consumergroup="{JOB}", '
+                                     f'topic="{TOPIC}"}})') == lag, 60,
+                 f"kafka_consumergroup_lag of {JOB} = {lag}, as the lag-exporter principal")
         assert process.kill(JOB, home)
         wait_for(lambda: value(prom, f'up{{job="{JOB}"}}') == 0, 60, "the killed job's target down")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -32,7 +33,7 @@ from hanzo_stream.reconcile import plan as reconcile_plan
 from hanzo_stream.reconcile import run as reconcile_run
 from hanzo_stream.reconcile.changes import DeleteTopic
 from hanzo_stream.reconcile.run import await_visible
-from hanzo_stream.registry import load_registry
+from hanzo_stream.registry import load_registry, platform
 from hanzo_stream.registry.model import Acl
 
 from .conftest import Cluster, apply_registry, wait_for
@@ -90,6 +91,44 @@ def test_cli_plan_exit_codes(hip_cluster, tmp_path):
     assert "pending_topic" not in observe(hip_cluster.admin_client()).topics  # plan changed nothing
     code, output = cli(hip_cluster, "plan", "--bootstrap", "127.0.0.1:1", "--registry", str(reg))
     assert code == 1 and "cannot read the cluster" in output
+
+
+def test_the_pull_request_planner_plans_and_can_change_nothing(hip_cluster, tmp_path):
+    """What the PR workflow runs: plan as `registry-planner` (DESCRIBE only). It sees the whole
+    diff; the brokers' validate-only pass, which Kafka authorizes like the real request, is
+    reported as not judged (apply judges it, as a principal that may) instead of as the
+    change being wrong; and the same login cannot apply, create or alter anything."""
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["topics"].append({"name": "planned_by_pr", "partitions": 4, "retention": "1d",
+                           "key": "team_id", "producers": ["llm-gateway"]})
+    data["topics"][0]["retention"] = "6d"
+    reg = tmp_path / "topics.yaml"
+    reg.write_text(yaml.safe_dump(data))
+    planner = platform.REGISTRY_PLANNER
+    code, output = cli(hip_cluster, "plan", "--registry", str(reg), "--json", principal=planner)
+    assert code == 2, output
+    doc = json.loads(output)
+    assert {c["target"] for c in doc["changes"]} >= {"planned_by_pr", data["topics"][0]["name"]}
+    assert not doc["errors"]
+    (note,) = [n for n in doc["notes"] if n.startswith("not judged by the brokers")]
+    assert "planned_by_pr" in note and data["topics"][0]["name"] in note
+    # as admin the same plan is judged, with no such note
+    code, output = cli(hip_cluster, "plan", "--registry", str(reg), "--json")
+    assert code == 2 and not [n for n in json.loads(output)["notes"] if "not judged" in n]
+
+    code, output = cli(hip_cluster, "apply", "--registry", str(reg), principal=planner)
+    assert code == 1, output
+    live = observe(hip_cluster.admin_client())
+    assert "planned_by_pr" not in live.topics
+    assert live.topics[data["topics"][0]["name"]].configs["retention.ms"] != str(6 * 86_400_000)
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    as_planner = AdminClient(hip_cluster.as_(planner).confluent())
+    (fut,) = as_planner.create_topics([NewTopic("planned_by_pr", 1)],
+                                      request_timeout=20).values()
+    with pytest.raises(KafkaException) as denied:
+        fut.result(timeout=30)
+    assert denied.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):

@@ -175,7 +175,11 @@ def test_lag_exporter_connects_over_sasl_ssl_without_a_password_in_its_args():
     env = env_map(c)
     assert env["HANZO_STREAM_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
     assert env["HANZO_STREAM_BOOTSTRAP"]["value"] == "kafka.hanzo.svc.cluster.local:9093"
-    assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    # its own principal (DESCRIBE only, registry/platform.py), never the admin
+    assert env["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == \
+        "kafka-user-lag-exporter"
+    assert env["HANZO_STREAM_SASL_USERNAME"]["valueFrom"]["secretKeyRef"]["name"] == \
+        "kafka-user-lag-exporter"
     assert all("value" not in e or "assword" not in e["name"] for e in c["env"])
     sm = obj(out, "ServiceMonitor", "kafka-exporter")
     assert sm["spec"]["selector"]["matchLabels"] == obj(out, "Service", "kafka-exporter")[
@@ -188,9 +192,21 @@ def test_danielqsj_kafka_exporter_is_a_choice_and_gets_no_password_in_its_args()
     assert c["image"].startswith("docker.io/danielqsj/kafka-exporter:v")
     args = c["args"]
     assert "--sasl.enabled" in args and "--tls.enabled" in args
-    assert "--sasl.password=$(KAFKA_PASSWORD)" in args
     assert "--kafka.server=kafka.hanzo.svc.cluster.local:9093" in args
-    assert env_map(c)["KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    # Kubernetes expands $(VAR) in args into the process's argv (/proc/*/cmdline): the login
+    # comes from a file kingpin reads (`@file`), mounted from the principal's own Secret.
+    assert not [a for a in args if "$(" in a or "password" in a.lower()]
+    flags = [a for a in args if a.startswith("@")]
+    assert len(flags) == 1
+    mount = next(m for m in c["volumeMounts"] if flags[0][1:].startswith(m["mountPath"] + "/"))
+    pod = obj(out, "Deployment", "kafka-exporter")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])["secret"]
+    assert volume["secretName"] == "kafka-user-lag-exporter"
+    (item,) = volume["items"]
+    assert flags[0] == f"@{mount['mountPath']}/{item['path']}"
+    data = obj(out, "Secret", "kafka-user-lag-exporter")["stringData"]
+    lines = data[item["key"]].splitlines()
+    assert lines == ["--sasl.username=lag-exporter", f"--sasl.password={data['password']}"]
 
 
 def test_operator_resources_can_be_turned_off():

@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hanzo_stream.cli import app
+from hanzo_stream.registry import platform
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -97,14 +98,48 @@ def test_merge_applies_exactly_the_reviewed_plan_artifact():
 
 
 def test_pull_requests_validate_gate_and_plan_but_never_apply():
-    pr = _runs("plan")
-    assert "hanzo-stream validate" in pr
-    assert "hanzo-stream schemas check --against" in pr
-    assert "hanzo-stream plan --out" in pr
-    assert "apply" not in pr.replace("applied", "")
-    assert WORKFLOW["jobs"]["plan"]["if"] == "github.event_name == 'pull_request'"
+    check, plan = _runs("check"), _runs("plan")
+    assert "hanzo-stream validate" in check and "hanzo-stream validate" in plan
+    assert "hanzo-stream schemas check --against" in check
+    assert "hanzo-stream plan --registry pr/topics.yaml --out" in plan
+    assert "apply" not in (check + plan).replace("applied", "")
+    assert WORKFLOW["jobs"]["check"]["if"] == "github.event_name == 'pull_request'"
+    assert WORKFLOW["jobs"]["plan"]["if"] == "github.event_name == 'pull_request_target'"
     # exit 2 (changes pending) must not fail the PR, exit 1 must
-    assert re.search(r'\[ "\$code" = 0 \] \|\| \[ "\$code" = 2 \]', pr)
+    assert re.search(r'\[ "\$code" = 0 \] \|\| \[ "\$code" = 2 \]', plan)
+
+
+def _secrets(job: dict) -> set[str]:
+    return set(re.findall(r"secrets\.([A-Z_]+)", yaml.safe_dump(job)))
+
+
+def test_pull_request_code_never_meets_a_cluster_credential():
+    """A PR can change any file it carries, workflows and hanzo_stream/ included. The job that
+    runs its code holds no secret; the job that holds one (the read-only planner's) runs the
+    base branch's workflow and code (pull_request_target) and reads the PR only as data."""
+    assert "secrets." not in yaml.safe_dump(WORKFLOW["env"])  # nothing workflow-wide
+    check, plan, apply_ = (WORKFLOW["jobs"][j] for j in ("check", "plan", "apply"))
+    assert _secrets(check) == set()
+    assert _secrets(plan) == {"HANZO_STREAM_PLANNER_PASSWORD", "HANZO_STREAM_CA_PEM"}
+    assert plan["env"]["HANZO_STREAM_SASL_USERNAME"] == platform.REGISTRY_PLANNER
+    base, pr = (s for s in plan["steps"] if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert "ref" not in base.get("with", {})  # pull_request_target: the base branch
+    assert pr["with"]["path"] == "pr" and "head.sha" in pr["with"]["ref"]
+    assert set(pr["with"]["sparse-checkout"].split()) == {"topics.yaml", "schemas", "consumers"}
+    runs = _runs("plan")
+    assert "pip install ." in runs and "pr/" not in runs.split("pip install .")[1].split("\n")[0]
+    assert not re.search(r"(^|\s)(\./)?pr/[^ ]*\.(py|sh)\b|bash pr/|python pr/", runs)
+    # the admin password exists in one job: apply, on main, behind the environment's reviewers
+    assert [j for j, job in WORKFLOW["jobs"].items()
+            if "HANZO_STREAM_ADMIN_PASSWORD" in _secrets(job)] == ["apply"]
+    assert apply_["env"]["HANZO_STREAM_SASL_USERNAME"] == "admin"
+
+
+def test_the_planner_may_only_read():
+    """What the PR job's login can do is what registry/platform.py grants: describe, never
+    create, alter, write or delete (the matrix test proves the broker agrees)."""
+    planner = next(p for p in platform.PRINCIPALS if p.name == platform.REGISTRY_PLANNER)
+    assert {op for _, _, op in planner.grants} <= {"DESCRIBE", "DESCRIBE_CONFIGS"}
 
 
 def test_merge_applies_and_registers_in_a_protected_environment():
