@@ -178,6 +178,15 @@ REFUSED = {
     "a principal named anonymous":
         (lambda d: d["principals"].append({"name": "anonymous", "description": "x"}),
          "principals[anonymous].name", "unauthenticated"),
+    "a service named like the lag exporter, to inherit its grants":
+        (lambda d: d["principals"].append({"name": "lag-exporter", "description": "x"}),
+         "principals[lag-exporter].name", "platform's own"),
+    "the read-only planner made a producer":
+        (lambda d: topic(d, "llm_usage").update(producers=["llm-gateway", "registry-planner"]),
+         "topics[llm_usage].producers[1]", "not a declared principal"),
+    "an extra grant to the schema registry":
+        (acl("schema-registry", ["READ"], topic="audit_log"),
+         "acls[0].principal", "not declared"),
     "retention 0ms": (lambda d: topic(d, "llm_usage").update(retention="0ms"),
                       "topics[llm_usage].retention", "outside 1h to 3650d"),
     "retention that overflows a long": (lambda d: topic(d, "llm_usage").update(retention="9" * 17 + "d"),
