@@ -21,7 +21,7 @@ from ..registry.model import WILDCARD
 SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter"}
 TOP_KEYS = {"group", "job", "description", "checkpoint", "trigger", "max_offsets_per_trigger",
             "lag_sla", "window", "watermark", "sinks", "spark_conf", "aggregate", "runtime",
-            "metrics"}
+            "metrics", "dedupe_window"}
 RUNTIMES = ("spark", "consumer")  # a PySpark job, or a plain consumer (hanzo_stream/jobs/consumer.py)
 REQUIRED = ("group", "job", "checkpoint", "sinks")
 AGGREGATE_KEYS = {"output": str, "sink": str, "by": list, "id_field": str, "sum": list,
@@ -78,6 +78,9 @@ class JobSpec:
     lag_sla_seconds: float = 300.0
     window_seconds: int | None = None
     watermark_seconds: int | None = None
+    # How long the job remembers an envelope id to drop a second copy (producer retries,
+    # librdkafka's epoch-bump resends): at-least-once delivery, deduplicated by id.
+    dedupe_window_seconds: int | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
     aggregate: Aggregate | None = None
     runtime: str = "spark"
@@ -170,6 +173,8 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
             lag_sla_seconds=seconds(doc.get("lag_sla", "5m")),
             window_seconds=int(seconds(doc["window"])) if "window" in doc else None,
             watermark_seconds=int(seconds(doc["watermark"])) if "watermark" in doc else None,
+            dedupe_window_seconds=(int(seconds(doc["dedupe_window"])) if "dedupe_window" in doc
+                                   else None),
             spark_conf={k: str(v) for k, v in (doc.get("spark_conf") or {}).items()},
             aggregate=aggregate, runtime=doc.get("runtime", "spark"), metrics=doc.get("metrics"),
             source_file=file,
