@@ -335,12 +335,15 @@ def replay_dead_letters(
                and (error_class is None or x.error_class == error_class)]
     read, close = replay.source_reader(conn)
     try:
-        verdicts = [replay.judge(x, reg, router, read, passwords, include_protected) for x in letters]
+        verdicts = replay.judge_all(letters, reg, router, read, passwords, include_protected)
     finally:
         close()
     for v in verdicts:
         at = f"dead_letter@{v.letter.offset}"
-        if v.refused:
+        if v.copy_of is not None:
+            out.print(f"[dim]skip[/dim] {at}: a copy of dead_letter@{v.copy_of} (the same failure "
+                      "or event written twice; replayed once)")
+        elif v.refused:
             out.print(f"[red]refused[/red] {at} ({escape(v.letter.source)}): {escape(v.refused)}")
         else:
             out.print(f"{'replay' if execute else 'would replay'} {at} -> {v.letter.source} "
@@ -354,8 +357,10 @@ def replay_dead_letters(
         errors = replay.write(ok, conns)
         for e in errors:
             err.print(f"[red]error:[/red] {escape(e)}")
-    refused = len(verdicts) - len(ok)
-    out.print(f"{'replayed' if execute else 'would replay'} {len(ok)}, refused {refused} "
+    refused = sum(1 for v in verdicts if v.refused)
+    copies = sum(1 for v in verdicts if v.copy_of is not None)
+    out.print(f"{'replayed' if execute else 'would replay'} {len(ok)}, refused {refused}, "
+              f"copies skipped {copies} "
               f"(dead_letter [{from_offset}, {to_offset if to_offset is not None else 'end'}))")
     raise typer.Exit(EXIT["error"] if refused or errors else EXIT["ok"])
 

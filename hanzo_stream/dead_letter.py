@@ -10,6 +10,7 @@ the jobs (hanzo_stream/jobs/kafka_out.py) both call it, so they cannot drift apa
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 TOPIC = "dead_letter"
@@ -105,3 +106,26 @@ def dead_letter_record(source_topic: str, value: bytes | None, key: bytes | None
         headers.append((H_ORIGINAL_KEY, key))
     kept, cut = _fit(value, max(0, DEAD_LETTER_MAX_VALUE - len(key or b"")))
     return DeadLetterRecord(TOPIC, _text(source_topic), kept, headers + key_cut + cut)
+
+
+def identity(headers: Mapping[str, bytes], value: bytes | None) -> str:
+    """What makes two dead letters one failure, for readers that must count it once.
+
+    Writing a dead letter is at least once: a job's batch replayed after a crash writes its
+    letters again (with a new failed-at), and a resend after a timeout, by the application or
+    by librdkafka re-writing a batch, may land beside a copy that was written after all. A
+    letter a job wrote names the record it refused (source topic, partition, offset) and the
+    stage; one a producer wrote has no offset (the record never reached Kafka) and each of
+    its copies is the same bytes, so its stage, failed-at and value name it.
+    """
+    def h(name: str) -> bytes:
+        return headers.get(name) or b""
+
+    offset = h(H_SOURCE_OFFSET)
+    if offset.lstrip(b"-").isdigit() and int(offset) >= 0:
+        parts = [h(H_STAGE), h(H_SOURCE_TOPIC), h(H_SOURCE_PARTITION), offset]
+    else:
+        digest = h(H_ORIGINAL_SHA256) or hashlib.sha256(value or b"").hexdigest().encode()
+        parts = [h(H_STAGE), h(H_SOURCE_TOPIC), h(H_FAILED_AT), digest,
+                 h(H_ORIGINAL_KEY_SHA256) or hashlib.sha256(h(H_ORIGINAL_KEY)).hexdigest().encode()]
+    return hashlib.sha256(b"\x00".join(parts)).hexdigest()[:32]

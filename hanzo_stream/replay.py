@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import orjson
+
 from . import dead_letter as dl
 from .client.router import Accepted, Router
 from .registry import Registry
@@ -61,6 +63,7 @@ class Verdict:
     accepted: Accepted | None = None  # what would be written, when it passes
     writer: str | None = None  # the producer principal it is written as
     refused: str | None = None  # why not
+    copy_of: int | None = None  # the dead_letter offset of the letter this one repeats
 
 
 # What the source topic holds at (topic, partition, offset): its value, or MISSING.
@@ -126,6 +129,38 @@ def judge(letter: Letter, registry: Registry, router: Router, read_source: Sourc
                                        "HANZO_STREAM_PASSWORD_<NAME> or --secrets-file; a replay "
                                        "never writes as the admin")
     return Verdict(letter, accepted=out, writer=writer)
+
+
+def judge_all(letters: list[Letter], registry: Registry, router: Router, read_source: SourceReader,
+              writers: Mapping[str, str], include_protected: bool = False) -> list[Verdict]:
+    """The verdicts in offset order, each failure replayed once: a letter written twice (a
+    replayed batch, a resend: dead_letter.identity) or a second letter for an event id this
+    run already replays is a copy, skipped, neither replayed nor refused."""
+    first_of: dict[str, int] = {}
+    out: list[Verdict] = []
+    for letter in sorted(letters, key=lambda x: x.offset):
+        same = dl.identity(letter.headers, letter.value)
+        if same in first_of:
+            out.append(Verdict(letter, copy_of=first_of[same]))
+            continue
+        v = judge(letter, registry, router, read_source, writers, include_protected)
+        event_id = _event_id(v.accepted.value) if v.accepted else None
+        if event_id is not None and f"id:{event_id}" in first_of:
+            v = Verdict(letter, copy_of=first_of[f"id:{event_id}"])
+        else:
+            first_of[same] = letter.offset
+            if event_id is not None:
+                first_of[f"id:{event_id}"] = letter.offset
+        out.append(v)
+    return out
+
+
+def _event_id(value: bytes) -> str | None:
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return doc.get("id") if isinstance(doc, dict) and isinstance(doc.get("id"), str) else None
 
 
 # -- reading and writing (confluent-kafka) ---------------------------------------------------

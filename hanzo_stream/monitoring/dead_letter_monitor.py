@@ -21,6 +21,12 @@ log end, pinned and committed at assignment, so the retained history does not pa
 crash the records since the last commit are counted again (at least once: a dead letter may
 page twice, never zero times). Counters restart at zero with the process, as counters do.
 
+One failure, one count: writing a dead letter is at least once too (a job's replayed batch
+writes its letters again, a resend after a timeout may land beside the first copy), so each
+letter's identity (hanzo_stream.dead_letter.identity: the refused record's topic, partition,
+offset and stage, or a producer letter's bytes) is remembered, the last REMEMBERED of them,
+and a copy is counted under ..._duplicates_total instead.
+
 Label values are bounded: a source topic is a registry topic or `unknown` (else `other`), a
 stage `producer:<name>` or `job:<name>` and an error class `area.reason`, checked by pattern
 (else `invalid`); past MAX_SERIES label sets everything new counts under `other`.
@@ -36,6 +42,7 @@ import re
 import signal
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -52,9 +59,11 @@ RECORDS_METRIC = "hanzo_stream_dead_letter_monitor_records"
 OFFSET_METRIC = "hanzo_stream_dead_letter_monitor_offset"
 ASSIGNED_METRIC = "hanzo_stream_dead_letter_monitor_assigned_partitions"
 COMMIT_FAILURES_METRIC = "hanzo_stream_dead_letter_monitor_commit_failures"
+DUPLICATES_METRIC = "hanzo_stream_dead_letter_monitor_duplicates"
 LABELS = ("source_topic", "stage", "error_class")
 DEFAULT_PORT = 9309
 MAX_SERIES = 1000
+REMEMBERED = 100_000  # letter identities kept (32 hex each, ~10 MB): days of a trickle
 OTHER, INVALID = "other", "invalid"
 _STAGE = re.compile(r"^(producer|job):[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ERROR_CLASS = re.compile(r"^[a-z0-9_]{1,32}\.[a-z0-9_]{1,32}$")
@@ -84,6 +93,24 @@ class Labels:
         return key
 
 
+class Seen:
+    """The identities of the last `limit` letters counted: a copy of one is not a new failure."""
+
+    def __init__(self, limit: int = REMEMBERED) -> None:
+        self.limit = limit
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, identity: str) -> bool:
+        """True the first time an identity is offered (within the last `limit`)."""
+        if identity in self._ids:
+            self._ids.move_to_end(identity)
+            return False
+        self._ids[identity] = None
+        if len(self._ids) > self.limit:
+            self._ids.popitem(last=False)
+        return True
+
+
 class Monitor:
     """Consumes dead_letter as the group and keeps the counters (served by serve())."""
 
@@ -110,6 +137,10 @@ class Monitor:
                             ["topic", "partition"], registry=self.metrics)
         self.assigned = Gauge(ASSIGNED_METRIC, "dead_letter partitions assigned to this monitor.",
                               registry=self.metrics)
+        self.seen = Seen()
+        self.duplicates = Counter(DUPLICATES_METRIC, "Copies of a dead letter already counted "
+                                  "(a replayed batch, a resend): read, not counted again.",
+                                  registry=self.metrics)
         self.commit_failures = Counter(COMMIT_FAILURES_METRIC,
                                        "Offset commits that failed (retried with the next batch).",
                                        registry=self.metrics)
@@ -135,6 +166,13 @@ class Monitor:
     def _on_revoke(self, consumer, partitions) -> None:
         self.assigned.set(0)
 
+    def count(self, headers: Mapping[str, bytes], value: bytes | None) -> None:
+        self.records.inc()
+        if self.seen.first(dead_letter.identity(headers, value)):
+            self.dead_letters.labels(*self.labels.of(headers)).inc()
+        else:
+            self.duplicates.inc()
+
     def run(self, stop: threading.Event) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
@@ -150,8 +188,7 @@ class Monitor:
                     if m.error():
                         log.warning("reading %s: %s", dead_letter.TOPIC, m.error())
                         continue
-                    self.dead_letters.labels(*self.labels.of(dict(m.headers() or []))).inc()
-                    self.records.inc()
+                    self.count(dict(m.headers() or []), m.value())
                     done[(m.topic(), m.partition())] = m.offset() + 1
                 for (topic, partition), nxt in done.items():
                     self.offset.labels(topic, str(partition)).set(nxt)

@@ -17,7 +17,7 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -127,21 +127,31 @@ def _caught_up(stack: Stack, cluster) -> dict | None:
 
 
 def test_dead_letters_are_counted_by_source_topic_stage_and_error_class(stack: Stack, hip_cluster) -> None:
+    """Each letter is written twice, as at-least-once writing does: a job's replayed batch
+    writes its letter again with a new failed-at, a producer's resend the same bytes. Each
+    failure counts once; the copies show as duplicates."""
     before = wait_for(lambda: _caught_up(stack, hip_cluster), 120, "the monitor assigned and caught up")
-    failed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    now = datetime.now(UTC)
+    failed_at, replayed_at = (t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                              for t in (now, now + timedelta(seconds=30)))
     for (topic, stage, cls), (principal, n) in LETTERS.items():
         p = Producer(hip_cluster.as_(principal).confluent() | {"enable.idempotence": True})
+        by_producer = stage.startswith("producer:")  # never reached Kafka: no partition, no offset
         for i in range(n):
-            r = dl.dead_letter_record(topic, b'{"broken": true}', b"k", error_class=cls,
-                                      error_message="`x` is required; add it", schema="", stage=stage,
-                                      failed_at=failed_at, partition=0, offset=FAKE_OFFSET + i)
-            p.produce(r.topic, key=r.key, value=r.value, headers=r.headers)
+            for at in (failed_at, failed_at if by_producer else replayed_at):
+                r = dl.dead_letter_record(
+                    topic, b'{"broken": %d}' % i, b"k", error_class=cls,
+                    error_message="`x` is required; add it", schema="", stage=stage, failed_at=at,
+                    partition=-1 if by_producer else 0, offset=-1 if by_producer else FAKE_OFFSET + i)
+                p.produce(r.topic, key=r.key, value=r.value, headers=r.headers)
         assert p.flush(30) == 0
     after = wait_for(lambda: _caught_up(stack, hip_cluster), 60, "the monitor caught up again")
     grown = {k: after.get(k, 0) - before.get(k, 0) for k in COUNTED}
     assert grown == COUNTED
     assert all(after[k] == before.get(k, 0) for k in after
                if k not in COUNTED and not k[0].startswith("hanzo_stream_dead_letter_monitor_"))
+    dup = ("hanzo_stream_dead_letter_monitor_duplicates_total", "", "")
+    assert after[dup] - before.get(dup, 0) == sum(COUNTED.values())
 
 
 def test_every_dead_letter_dashboard_panel_has_data_once_the_letters_are_counted(stack: Stack) -> None:

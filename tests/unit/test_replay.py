@@ -12,7 +12,7 @@ from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
 from hanzo_stream.client.router import Router
 from hanzo_stream.client.validator import Validator
-from hanzo_stream.replay import MISSING, Letter, judge
+from hanzo_stream.replay import MISSING, Letter, judge, judge_all
 from hanzo_stream.schemas.store import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,3 +78,26 @@ def test_a_job_letter_whose_record_is_still_there_is_replayed_as_a_producer(rout
 def test_without_a_producers_password_nothing_is_written_as_the_admin(router, registry):
     v = verdict(router, registry, letter(), passwords={"admin": "root"})
     assert v.accepted is None and "never writes as the admin" in v.refused
+
+
+def test_each_failure_and_each_event_is_replayed_once(router, registry):
+    """Writing dead letters is at least once: the same letter twice (a replayed batch: a new
+    failed-at, the same source offset), a byte-identical resend, or two letters for one event
+    id (refused, resent with the same id, refused again) are replayed once."""
+    job = {dl.H_SOURCE_PARTITION: b"1", dl.H_SOURCE_OFFSET: b"42"}
+    at = {dl.H_FAILED_AT: b"2026-11-27T10:00:00.000Z"}
+    letters = [
+        Letter(10, VALUE, letter(stage="job:billing-agg", **job, **at).headers),
+        Letter(11, VALUE, letter(stage="job:billing-agg", **job,
+                                 **{dl.H_FAILED_AT: b"2026-11-27T10:05:00.000Z"}).headers),
+        Letter(12, VALUE, letter(**at).headers),  # the producer's own letter for the same event
+        Letter(13, VALUE, letter(**at).headers),  # ... and its byte-identical resend
+    ]
+    other = json.dumps(envelope.build("llm.usage.completed", "llm-gateway", EVENT["data"],
+                                      team_id="team_1", org_id="org_1")).encode()
+    letters.append(Letter(14, other, letter(value=other, **at).headers))
+    verdicts = judge_all(letters, registry, router,
+                         lambda t, p, o: SOURCE.get((t, p, o), MISSING), PASSWORDS)
+    assert [(v.letter.offset, v.copy_of, v.refused) for v in verdicts] == [
+        (10, None, None), (11, 10, None), (12, 10, None), (13, 10, None), (14, None, None)]
+    assert [v.letter.offset for v in verdicts if v.accepted] == [10, 14]
