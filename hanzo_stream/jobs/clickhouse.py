@@ -10,7 +10,9 @@ can retry an event under the same id:
    with `non_replicated_deduplication_window` > 0, which the DDL sets.
 2. The engine is ReplacingMergeTree ordered by (team_id, day, event, id): copies of one event
    produced twice (same envelope, different offsets) collapse on merge, keeping the latest
-   offset. Exact counts read `FINAL` (or argMax by `_offset`) until the merge has happened.
+   offset. Until the merge has happened a plain read sees both copies: exact reads use the
+   view `<table>_unique` (`SELECT * FROM <table> FINAL`), created with the table, or FINAL,
+   or argMax by `_offset` grouped by `id`.
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ def events_ddl(table: str = "events") -> str:
             f"SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}")
 
 
+def unique_view(table: str = "events") -> str:
+    """The table as readers must count it: each event id once, merged or not."""
+    return f"{table}_unique"
+
+
+def unique_view_ddl(table: str = "events") -> str:
+    return f"CREATE VIEW IF NOT EXISTS {unique_view(table)} AS SELECT * FROM {table} FINAL"
+
+
 def insert_token(group: str, offset_ranges: Mapping[int, tuple[int, int]]) -> str:
     """A token naming exactly the Kafka records in a block: same records, same token."""
     ranges = ",".join(f"{p}:{lo}-{hi}" for p, (lo, hi) in sorted(offset_ranges.items()))
@@ -78,6 +89,7 @@ class ChdbSink:
         self.table = table
         self._session = session.Session(str(self.path))
         self._session.query(events_ddl(table))
+        self._session.query(unique_view_ddl(table))
         self._spool = Path(tempfile.mkdtemp(prefix="hs-chdb-spool-"))
 
     def write(self, rows: pa.Table, token: str) -> None:
@@ -99,7 +111,9 @@ class ChdbSink:
         return self._session.query(sql, "ArrowTable")
 
     def count(self) -> int:
-        return int(str(self._session.query(f"SELECT count() FROM {self.table}", "CSV")).strip())
+        """Events, each id once (the view reads FINAL)."""
+        return int(str(self._session.query(f"SELECT count() FROM {unique_view(self.table)}",
+                                           "CSV")).strip())
 
     def close(self) -> None:
         self._session.close()
@@ -117,6 +131,7 @@ class HttpSink:
             client = clickhouse_connect.get_client(dsn=url)
         self._client = client
         self._client.command(events_ddl(table))
+        self._client.command(unique_view_ddl(table))
 
     def write(self, rows: pa.Table, token: str) -> None:
         self._client.insert_arrow(self.table, rows,
@@ -126,7 +141,8 @@ class HttpSink:
         return self._client.query_arrow(sql)
 
     def count(self) -> int:
-        return int(self._client.command(f"SELECT count() FROM {self.table}"))
+        """Events, each id once (the view reads FINAL: a full read of the key columns)."""
+        return int(self._client.command(f"SELECT count() FROM {unique_view(self.table)}"))
 
     def close(self) -> None:
         self._client.close()

@@ -27,6 +27,8 @@ class ProgressMetrics:
         self._latest: dict[str, dict[str, Any]] = {}
         self._rows: Counter[str] = Counter()
         self._batches: Counter[str] = Counter()
+        self._duplicates: Counter[str] = Counter()
+        self._late: Counter[str] = Counter()
 
     def update(self, progress: dict[str, Any]) -> None:
         """One StreamingQueryProgress (as JSON); a hook of the job's listener."""
@@ -35,6 +37,9 @@ class ProgressMetrics:
             self._latest[query] = progress
             self._rows[query] += int(progress.get("numInputRows") or 0)
             self._batches[query] += 1
+            duplicates, late = dropped(progress)
+            self._duplicates[query] += duplicates
+            self._late[query] += late
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -57,9 +62,16 @@ class ProgressMetrics:
                                         labels=labels),
             "batches": CounterMetricFamily(f"{PREFIX}_batches", "Batches the query has run.",
                                            labels=labels),
+            "duplicates": CounterMetricFamily(
+                f"{PREFIX}_duplicates_dropped", "Second copies of an envelope id dropped by "
+                "dropDuplicatesWithinWatermark (at-least-once delivery).", labels=labels),
+            "late": CounterMetricFamily(
+                f"{PREFIX}_late_rows_dropped", "Rows a stateful operator dropped as older than "
+                "its watermark.", labels=labels),
         }
         with self._lock:
             latest, rows, batches = dict(self._latest), dict(self._rows), dict(self._batches)
+            duplicates, late = dict(self._duplicates), dict(self._late)
         for query, p in sorted(latest.items()):
             at = [self.job, query]
             state = p.get("stateOperators") or []
@@ -71,7 +83,16 @@ class ProgressMetrics:
             fams["at"].add_metric(at, _timestamp(p.get("timestamp")))
             fams["rows"].add_metric(at, rows[query])
             fams["batches"].add_metric(at, batches[query])
+            fams["duplicates"].add_metric(at, duplicates.get(query, 0))
+            fams["late"].add_metric(at, late.get(query, 0))
         yield from fams.values()
+
+
+def dropped(progress: dict[str, Any]) -> tuple[int, int]:
+    """One batch's rows its stateful operators dropped: (duplicate ids, older than the watermark)."""
+    ops = progress.get("stateOperators") or []
+    return (sum(int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows") or 0) for op in ops),
+            sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in ops))
 
 
 def _number(v: Any) -> float:

@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ class JobContext:
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _kafka_out: KafkaOut | None = None
     _report_lock: threading.Lock = field(default_factory=threading.Lock)
+    duplicates_dropped: Counter[str] = field(default_factory=Counter)
 
     @property
     def stage(self) -> str:
@@ -103,6 +105,15 @@ class JobContext:
 
     def on_close(self, fn: Callable[[], None]) -> None:
         self._closers.append(fn)
+
+    def checkpoint_without_state(self, query: str) -> bool:
+        """True if `query` resumes a checkpoint written by a plan without stateful operators:
+        Spark cannot add one to it (STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY)."""
+        jvm = self.spark._jvm
+        root = jvm.org.apache.hadoop.fs.Path(self.spec.checkpoint_for(query))
+        fs = root.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        return bool(fs.exists(jvm.org.apache.hadoop.fs.Path(root, "commits"))
+                    and not fs.exists(jvm.org.apache.hadoop.fs.Path(root, "state")))
 
     def start(self, writer, query: str):
         """Start a writer with this job's name, per-query checkpoint and trigger."""
@@ -242,9 +253,15 @@ def _run_consumer(ctx: JobContext, env: dict[str, str]) -> int:
 
 
 def report_progress(ctx: JobContext, progress: dict) -> None:
-    """The last progress in report.json: `local up` waits for the first to call a job up."""
-    ctx.report(progress_at=time.time(), progress_query=progress.get("name"),
-               progress_batch=progress.get("batchId"))
+    """The last progress in report.json: `local up` waits for the first to call a job up. With
+    it, per query, the duplicate ids dropped since the job started (at-least-once delivery)."""
+    from .progress_metrics import dropped
+
+    query = progress.get("name") or "query"
+    ctx.duplicates_dropped[query] += dropped(progress)[0]
+    ctx.report(progress_at=time.time(), progress_query=query,
+               progress_batch=progress.get("batchId"),
+               duplicates_dropped=dict(ctx.duplicates_dropped))
 
 
 class _hooks_view:

@@ -126,6 +126,13 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
     mine = f"(team_id IN ({teams}) OR id = 'evt_01HQ4Y8L9N3O5Q6R7S8T9U0V1X')"
     rows = chdb_query(db, f"SELECT * FROM events FINAL WHERE {mine} ORDER BY id")
     assert len(rows) == len(valid)
+    # the view readers are pointed at counts each retried event once, merged or not; the
+    # job's own report (what `local status` shows) counts through it
+    (unique,) = chdb_query(db, f"SELECT count() AS n FROM events_unique WHERE {mine}")
+    assert unique["n"] == len(valid)
+    (everything,) = chdb_query(db, "SELECT count() AS n FROM events_unique")
+    report = json.loads((tmp_path / "jobs" / "analytics-ingest" / "report.json").read_text())
+    assert report["clickhouse_rows"] == everything["n"]
     by_id = {v["id"]: v for v in valid}
     assert {r["id"] for r in rows} == set(by_id)
     for r in rows:
@@ -290,14 +297,19 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     ]
     for _, value, cls in bad:  # the client library gives the same verdict on the same bytes
         assert client_says("audit_log", value) == cls, (value, cls)
+    # at least once: three events arrive twice (an application's resend: same id and bytes)
+    resent = [(e["org_id"], e) for e in events[5:8]]
     where = produce(cluster, "iam-service", "audit_log",
-                    [(e["org_id"], e) for e in events] + [(k, v) for k, v, _ in bad])
+                    [(e["org_id"], e) for e in events] + [(k, v) for k, v, _ in bad] + resent)
     run_once(cluster, "audit-archive", "audit-archiver", tmp_path, store=store)
+    report = json.loads((tmp_path / "jobs" / "audit-archive" / "report.json").read_text())
+    (archive_query,) = [q for q in report["duplicates_dropped"] if "dead-letter" not in q]
+    assert report["duplicates_dropped"][archive_query] >= len(resent)  # the session shares the topic
 
     path = "s3a://hanzo-audit/audit_log"
     table = read_committed(path, store).to_pylist()
     mine = [r for r in table if r["org_id"].startswith(run)]
-    assert len(mine) == len(events)
+    assert len(mine) == len(events)  # each once, the resent ones included
     by_id = {e["id"]: e for e in events}
     assert {r["id"] for r in mine} == set(by_id)
     for r in mine:
@@ -317,7 +329,8 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     got = {(int(headers(m)[dl.H_SOURCE_PARTITION]), int(headers(m)[dl.H_SOURCE_OFFSET])):
            headers(m)[dl.H_ERROR_CLASS].decode() for m in letters}
     assert len(letters) == len(bad)
-    assert got == {pos: cls for pos, (_, _, cls) in zip(where[len(events):], bad, strict=True)}
+    assert got == {pos: cls for pos, (_, _, cls) in
+                   zip(where[len(events):len(events) + len(bad)], bad, strict=True)}
     assert_caught_up(cluster, "audit-archive", "audit_log")
 
 

@@ -355,8 +355,10 @@ def test_chdb_sink_absorbs_replays_and_producer_retries(tmp_path):
         assert sink.query("SELECT count() AS n FROM events").to_pylist() == [{"n": 3}]
         retry = _events(["c", "d"], offset0=3)  # a producer retried c: new offset, same id
         sink.write(retry, clickhouse.insert_token("analytics-ingest", {0: (3, 4)}))
-        assert sink.query("SELECT count() AS n FROM events").to_pylist() == [{"n": 5}]
-        assert sink.count() == 5  # what the job reports to `local status`
+        assert sink.query("SELECT count() AS n FROM events").to_pylist() == [{"n": 5}]  # unmerged
+        # what readers are pointed at, and what the job reports to `local status`: c once
+        assert sink.query("SELECT count() AS n FROM events_unique").to_pylist() == [{"n": 4}]
+        assert sink.count() == 4
         final = sink.query("SELECT id, _offset FROM events FINAL ORDER BY id").to_pylist()
         assert final == [{"id": i, "_offset": o} for i, o in (("a", 0), ("b", 1), ("c", 3), ("d", 4))]
     finally:
@@ -387,6 +389,7 @@ def test_http_sink_sends_the_same_ddl_and_tokens():
     sink = clickhouse.HttpSink("http://ch:8123", client=client)
     sink.write(_events(["a"]), "tok")
     assert client.calls == [("command", clickhouse.events_ddl()),
+                            ("command", clickhouse.unique_view_ddl()),
                             ("insert", "events", 1, {"insert_deduplication_token": "tok"})]
 
 
@@ -774,7 +777,9 @@ def test_a_spark_jobs_metrics_follow_its_queries_progress():
     base = {"name": "billing", "timestamp": "2026-11-27T03:00:00.000Z", "batchDuration": 4850,
             "numInputRows": 200_000, "inputRowsPerSecond": 25_000.0,
             "processedRowsPerSecond": 41_237.1,
-            "stateOperators": [{"numRowsTotal": 120, "memoryUsedBytes": 65_536},
+            "stateOperators": [{"numRowsTotal": 120, "memoryUsedBytes": 65_536,
+                                "numRowsDroppedByWatermark": 2,
+                                "customMetrics": {"numDroppedDuplicateRows": 5}},
                                {"numRowsTotal": 3, "memoryUsedBytes": 1_024}]}
     m.update(base)
     m.update(base | {"numInputRows": 0, "inputRowsPerSecond": "NaN", "batchDuration": 12})
@@ -787,6 +792,9 @@ def test_a_spark_jobs_metrics_follow_its_queries_progress():
                  f"hanzo_stream_spark_state_bytes{at} 66560.0",
                  f"hanzo_stream_spark_input_rows_total{at} 200000.0",
                  f"hanzo_stream_spark_batches_total{at} 2.0",
+                 # per batch in the progress, summed over batches: counters
+                 f"hanzo_stream_spark_duplicates_dropped_total{at} 10.0",
+                 f"hanzo_stream_spark_late_rows_dropped_total{at} 4.0",
                  f"hanzo_stream_spark_last_progress_timestamp_seconds{at} 1795748400"):
         name = line.split("{")[0]
         got = [ln for ln in text.splitlines() if ln.startswith(name + "{")]
