@@ -238,11 +238,17 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
                f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
                f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
         if not (d / "data" / "meta.properties").exists():
-            fmt = subprocess.run(
-                [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
-                 "-c", str(props), *quorum_format_args(settings, voters), "--add-scram",
-                 f"SCRAM-SHA-512=[name=admin,password={creds.admin}]"],
-                capture_output=True, text=True)
+            # The admin's SCRAM credential goes through a 0600 argument file (the java launcher
+            # expands `@file`), never the command line other users can read in /proc.
+            scram = d / "format.args"
+            write_secret(scram, f"--add-scram\nSCRAM-SHA-512=[name=admin,password={creds.admin}]\n")
+            try:
+                fmt = subprocess.run(
+                    [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
+                     "-c", str(props), *quorum_format_args(settings, voters), f"@{scram}"],
+                    capture_output=True, text=True)
+            finally:
+                scram.unlink(missing_ok=True)
             if fmt.returncode != 0:
                 raise BrokerFailed(f"formatting node {n['node_id']} failed:\n"
                                    f"{(fmt.stderr or fmt.stdout)[-2000:]}")
