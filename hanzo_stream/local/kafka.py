@@ -354,6 +354,16 @@ def kill(home: Path, node_id: int) -> None:
     cluster.save()
 
 
+def pause(home: Path, node_id: int, paused: bool = True) -> None:
+    """SIGSTOP one node (a hung broker: its sockets stay open, it answers nothing), or SIGCONT
+    it again. For fault tests; a paused node counts as running."""
+    cluster = LocalCluster.load(home)
+    n = next(n for n in cluster.nodes if n["node_id"] == node_id) if cluster else None
+    if n is None or not _alive(n.get("pid"), _marker(cluster, n)):
+        raise BrokerFailed(f"node {node_id} of {home} is not running")
+    os.kill(n["pid"], signal.SIGSTOP if paused else signal.SIGCONT)
+
+
 def is_running(home: Path) -> bool:
     cluster = LocalCluster.load(home)
     return bool(cluster) and all(

@@ -290,6 +290,56 @@ def test_the_roll_gate_holds_stops_until_a_restarted_broker_is_back_in_sync(trio
           f"every ISR {back:.1f}s after its restart returned")
 
 
+def test_a_hung_leader_sigstop_then_sigcont(trio, registry, schemas):
+    """A broker that hangs rather than dies (SIGSTOP: its sockets stay open, it answers nothing)
+    while it leads the partitions being written, for 20 s, then SIGCONT. Nothing acknowledged
+    is lost and nothing goes unreported; a copy written twice would be allowed by the delivery
+    contract (deduplicated by id downstream) and is counted. Measured: the controller fences
+    the hung broker after broker.session.timeout.ms (9 s) and moves its leaderships, yet the
+    acknowledgements of its partitions resume only when it wakes: librdkafka keeps their
+    in-flight requests on it until request.timeout.ms (30 s), and with idempotence it cannot
+    send those partitions' next batches elsewhere first. A hang shorter than that stalls
+    them for its length; a longer one for about 30 s."""
+    from .conftest import wait_for
+
+    def in_sync() -> bool:
+        parts = trio.admin_client().list_topics(failover.TOPIC, timeout=30).topics[
+            failover.TOPIC].partitions
+        return all(len(m.isrs) == 3 for m in parts.values())
+
+    wait_for(lambda: in_sync() or None, 180, "every replica of llm_usage in sync")
+    lead = failover.leaders(trio.admin)
+    victim = lead[0]
+    written = {p for p, b in lead.items() if b == victim}
+    ledger = Ledger()
+    teams = failover.team_keys(written, len(lead), f"team_{ledger.run}")
+    p = producer(trio, registry, schemas)
+    hung: dict[str, float] = {}
+
+    def between(i: int) -> None:
+        if i == 2000:
+            kafka.pause(home_of(trio), victim)
+            hung["at"] = time.monotonic()
+        if "at" in hung and "cont" not in hung and time.monotonic() - hung["at"] >= 20:
+            kafka.pause(home_of(trio), victim, paused=False)
+            hung["cont"] = time.monotonic()
+
+    try:
+        failover.send(p, ledger, teams, 30_000, rate=1000, between=between)
+    finally:
+        if "at" in hung and "cont" not in hung:
+            kafka.pause(home_of(trio), victim, paused=False)
+    p.flush_or_raise()
+    resume = ledger.resume_seconds(hung["at"])
+    t = tally(trio, ledger)
+    print(f"\nbroker {victim} hung (SIGSTOP) 20 s while leading {sorted(written)}: sent {t.sent}, "
+          f"acked {t.acked}, failed {t.failed}, acknowledged lost {t.acked_lost}, in the topic "
+          f"twice {t.duplicated}, acknowledgements resumed after {resume:.1f}s")
+    assert (t.acked, t.failed, t.unreported, t.acked_lost) == (30_000, 0, 0, 0)
+    assert resume is not None and resume < 20 + 10
+    wait_for(lambda: in_sync() or None, 180, f"broker {victim} back in every ISR after SIGCONT")
+
+
 # ---------------------------------------------------------------- the jobs through a failover
 
 
