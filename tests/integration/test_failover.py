@@ -155,13 +155,19 @@ def wait_until_refused(cluster, registry, schemas, teams: list[str], timeout: fl
     pytest.fail(f"min.insync.replicas=3 not in force after {timeout:.0f}s")
 
 
-def test_leader_kill_then_a_second_broker(trio, registry, schemas):
-    t0 = time.monotonic()
-    lead = failover.leaders(trio.admin)
+def aim_at_a_leader(cluster) -> tuple[int, set[int], Ledger, list[str]]:
+    """The leader of llm_usage's partition 0, the partitions it leads, a new ledger, and team
+    keys the partitioner puts on exactly those partitions."""
+    lead = failover.leaders(cluster.admin)
     victim = lead[0]
     written = {p for p, b in lead.items() if b == victim}
     ledger = Ledger()
-    teams = failover.team_keys(written, len(lead), f"team_{ledger.run}")
+    return victim, written, ledger, failover.team_keys(written, len(lead), f"team_{ledger.run}")
+
+
+def test_leader_kill_then_a_second_broker(trio, registry, schemas):
+    t0 = time.monotonic()
+    victim, written, ledger, teams = aim_at_a_leader(trio)
     p = producer(trio, registry, schemas)
     killed: dict[str, float] = {}
 
@@ -204,7 +210,7 @@ def test_leader_kill_then_a_second_broker(trio, registry, schemas):
     # 3. A second broker dies. Three combined nodes have lost two controllers: the metadata
     # quorum is gone, so the leader cannot even shrink the ISR and nothing is acknowledged;
     # each event is reported failed when its delivery timeout ends.
-    second = next(b for b in sorted(set(lead.values())) if b != victim)
+    second = next(b for b in range(1, trio.brokers + 1) if b != victim)
     kafka.kill(home_of(trio), second)
     dark = Ledger(run=ledger.run)
     q = producer(trio, registry, schemas, **SHORT)
@@ -308,11 +314,7 @@ def test_a_hung_leader_sigstop_then_sigcont(trio, registry, schemas):
         return all(len(m.isrs) == 3 for m in parts.values())
 
     wait_for(lambda: in_sync() or None, 180, "every replica of llm_usage in sync")
-    lead = failover.leaders(trio.admin)
-    victim = lead[0]
-    written = {p for p, b in lead.items() if b == victim}
-    ledger = Ledger()
-    teams = failover.team_keys(written, len(lead), f"team_{ledger.run}")
+    victim, written, ledger, teams = aim_at_a_leader(trio)
     p = producer(trio, registry, schemas)
     hung: dict[str, float] = {}
 
