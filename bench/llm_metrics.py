@@ -59,6 +59,9 @@ class Msg:
     def key(self):
         return b"team"
 
+    def timestamp(self):
+        return 1, 1_767_225_600_000 + self._o  # CreateTime, one record a millisecond
+
     def error(self):
         return None
 

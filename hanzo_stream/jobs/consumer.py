@@ -11,21 +11,26 @@ Counters that survive restarts exactly ("exactly-once-ish"): every `trigger` sec
 when partitions are revoked, and on stop) the job checkpoints:
 
 1. every dead letter of the records read so far is acknowledged (KafkaOut.flush_or_raise);
-2. the counters and the next offset of every partition they cover are written to
-   `<checkpoint>/state.json` atomically (write, fsync, rename);
+2. the counters, the next offset of every partition they cover and the newest record time
+   (ms) before it are written to `<checkpoint>/state.json` atomically (write, fsync, rename);
 3. /metrics switches to exactly those counters (never to anything newer);
-4. the offsets are committed to the registry group.
+4. the offsets are committed to the registry group, each with that time as its metadata.
 
 On start the counters are read back and each assigned partition resumes at the larger of
 the checkpoint's offset and the group's committed one (another replica may have gone
-further), after re-reading the `dedupe_window` records before it without counting them (so
-the retry of an event counted before the restart is still recognized). So what Prometheus
-saw is always a prefix of the topic counted once: a crash re-reads only records no scrape
-has seen counted. What it does not cover: a crash between
-steps 2 and 4 while another replica takes the partition (it re-counts one interval), a
-retried event more than `dedupe_window` records behind its original, and a lost state file (a
-new pod without its volume): counters then restart from zero, which Prometheus' rate()
-and increase() treat as a counter reset, and counting resumes at the committed offsets.
+further). Retries are recognized by id within `dedupe_window` of record time
+(LlmUsage.seen), so before resuming the job re-reads, without counting them, the records
+written within that window before the resume point: from the offset offsets_for_times gives
+for (its time - window), the time coming with whichever offset won (state file or commit
+metadata); unknown (a commit of an older version), it re-reads from the earliest offset. So
+the retry of an event counted before a restart or a rebalance is still recognized, and what
+Prometheus saw is always a prefix of the topic counted once: a crash re-reads only records
+no scrape has seen counted. What it does not cover: a crash between steps 2 and 4 while
+another replica takes the partition (it re-counts one interval), a retry written more than
+`dedupe_window` after its original (or after `metrics.dedupe_max_ids` newer ids on its
+partition), and a lost state file (a new pod without its volume): counters then restart from
+zero, which Prometheus' rate() and increase() treat as a counter reset, and counting resumes
+at the committed offsets.
 
 Invalid records are dead-lettered with the client library's verdict (the same as the
 Spark jobs', tests/integration/test_contract_parity.py), stage `job:<group>`.
@@ -64,30 +69,42 @@ LISTEN_ENV = "HANZO_STREAM_METRICS_LISTEN"  # host:port of /metrics (e.g. 127.0.
 TARGETS_ENV = "HANZO_STREAM_SCRAPE_TARGETS"  # a directory of Prometheus file_sd target files
 STATE_FILE = "state.json"
 TP = tuple[str, int]
+NO_TIMESTAMP = 0  # confluent_kafka.TIMESTAMP_NOT_AVAILABLE
+METADATA_KEY = "newest_ms"  # commit metadata: the newest record time before the offset
+
+
+def by_topic(values: Mapping[TP, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (t, p), v in sorted(values.items()):
+        out.setdefault(t, {})[str(p)] = v
+    return out
+
+
+def from_topics(doc: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
+    return {(t, int(p)): int(v) for t, parts in doc.items() for p, v in parts.items()}
 
 
 class StateFile:
-    """The checkpoint: counters plus the offsets they cover, replaced atomically."""
+    """The checkpoint: counters plus the offsets they cover and the newest record time (ms)
+    before each (where its dedupe window ends), replaced atomically."""
 
     def __init__(self, path: Path):
         self.path = path
 
-    def load(self) -> tuple[dict[str, Any], dict[TP, int]]:
+    def load(self) -> tuple[dict[str, Any], dict[TP, int], dict[TP, int]]:
         if not self.path.exists():
-            return {}, {}
+            return {}, {}, {}
         doc = json.loads(self.path.read_text())
-        offsets = {(t, int(p)): int(o) for t, parts in doc.get("offsets", {}).items()
-                   for p, o in parts.items()}
-        return doc.get("metrics", {}), offsets
+        return (doc.get("metrics", {}), from_topics(doc.get("offsets", {})),
+                from_topics(doc.get(METADATA_KEY, {})))
 
-    def save(self, metrics: dict[str, Any], offsets: Mapping[TP, int]) -> None:
-        by_topic: dict[str, dict[str, int]] = {}
-        for (t, p), o in sorted(offsets.items()):
-            by_topic.setdefault(t, {})[str(p)] = o
+    def save(self, metrics: dict[str, Any], offsets: Mapping[TP, int],
+             newest_ms: Mapping[TP, int] | None = None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
-            json.dump({"version": 1, "at": time.time(), "offsets": by_topic, "metrics": metrics}, f)
+            json.dump({"version": 1, "at": time.time(), "offsets": by_topic(offsets),
+                       METADATA_KEY: by_topic(newest_ms or {}), "metrics": metrics}, f)
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(self.path)
@@ -109,6 +126,56 @@ def start_from(saved: int | None, committed: int | None) -> int | None:
     return max(known) if known else None
 
 
+def record_ms(msg) -> int | None:
+    """A record's Kafka timestamp (CreateTime or LogAppendTime), None when it has none."""
+    kind, ms = msg.timestamp()
+    return ms if kind != NO_TIMESTAMP and ms >= 0 else None
+
+
+def commit_metadata(newest_ms: int | None) -> str:
+    """What a commit carries besides its offset: the time its dedupe window ends, so the
+    replica that takes the partition over re-reads the right records too."""
+    return f"{METADATA_KEY}={newest_ms}" if newest_ms is not None else ""
+
+
+def metadata_ms(metadata: str | None) -> int | None:
+    key, _, value = (metadata or "").partition("=")
+    return int(value) if key == METADATA_KEY and value.isdigit() else None
+
+
+def resume_ms(at: int, saved: tuple[int | None, int | None],
+              committed: tuple[int | None, int | None]) -> int | None:
+    """The newest record time before `at`, from the (offset, time) of checkpoint or commit
+    that `at` came from; None when neither knows it."""
+    known = [ms for o, ms in (saved, committed) if o == at and ms is not None]
+    return max(known) if known else None
+
+
+def relearn_from(consumer, tp, at: int, earliest: int, newest_ms: int | None, window_ms: int) -> int:
+    """Where re-reading ids before `at` starts: the first record written at or after
+    `newest_ms - window_ms` (nothing before it is in the window); the earliest offset when
+    that time is unknown or the lookup fails (re-reading more is safe, less is not)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    if at <= earliest:
+        return at
+    if newest_ms is None:
+        return earliest
+    # A negative time would ask Kafka for the latest (-1) or earliest (-2) offset instead.
+    want = TopicPartition(tp.topic, tp.partition, max(0, newest_ms - window_ms))
+    try:
+        (found,) = consumer.offsets_for_times([want], timeout=30)
+    except KafkaException as e:
+        log.warning("offsets_for_times %s[%d]: %s; re-reading from the earliest offset",
+                    tp.topic, tp.partition, e)
+        return earliest
+    if found.error is not None:
+        return earliest
+    if found.offset < 0:  # no record that new: nothing before `at` is within the window
+        return at
+    return min(max(found.offset, earliest), at)
+
+
 class MetricsConsumer:
     """One member of the group: read, validate, count, checkpoint, serve /metrics."""
 
@@ -122,7 +189,7 @@ class MetricsConsumer:
         self.schema_id = types[0] if len(types) == 1 else ""
         self.usage = LlmUsage(self.settings)
         self.state = StateFile(Path(spec.checkpoint) / STATE_FILE)
-        metrics, self.saved = self.state.load()
+        metrics, self.saved, self.newest_ms = self.state.load()
         self.usage.restore(metrics)
         self.positions: dict[TP, int] = dict(self.saved)  # next offset to read, per partition
         self.published = Published(self.usage)
@@ -146,19 +213,25 @@ class MetricsConsumer:
     # -- group membership
 
     def on_assign(self, consumer, partitions) -> None:
-        committed = {(tp.topic, tp.partition): tp.offset
+        committed = {(tp.topic, tp.partition): (tp.offset, metadata_ms(tp.metadata))
                      for tp in consumer.committed(partitions, timeout=30)}
+        window_ms = self.settings.dedupe_window_seconds * 1000
         for tp in partitions:
             key = (tp.topic, tp.partition)
             earliest = consumer.get_watermark_offsets(tp, timeout=30)[0]
-            at = start_from(self.saved.get(key), committed.get(key))
+            commit = committed.get(key, (None, None))
+            at = start_from(self.saved.get(key), commit[0])
             if at is None:  # new to the group: the earliest retained record (and commit it, as
                 at = earliest  # the Spark jobs do)
-            # Re-read up to dedupe_window records before `at` without counting them, so a retry
-            # of an event counted before a restart or a rebalance is still known as one.
-            tp.offset = max(earliest, at - self.settings.dedupe_window)
+            newest = resume_ms(at, (self.saved.get(key), self.newest_ms.get(key)), commit)
+            # Re-read the records written within dedupe_window before `at` without counting
+            # them, so a retry of an event counted before a restart or a rebalance is still
+            # known as one.
+            tp.offset = relearn_from(consumer, tp, at, earliest, newest, window_ms)
             self.replay_until[key] = at
-            self.usage.forget(tp.partition)
+            self.usage.forget(tp.partition, newest)
+            if newest is not None:
+                self.newest_ms[key] = newest
             self.positions[key] = at
             self.assigned.add(key)
         consumer.assign(partitions)
@@ -167,19 +240,22 @@ class MetricsConsumer:
     def on_revoke(self, consumer, partitions) -> None:
         self.checkpoint()  # the next owner starts exactly where these counters stop
         self.assigned -= {(tp.topic, tp.partition) for tp in partitions}
+        for tp in partitions:
+            self.usage.forget(tp.partition)  # its ids are the next owner's to remember
 
     # -- records
 
     def handle(self, msg) -> None:
         tp = (msg.topic(), msg.partition())
         verdict = self.router.route_bytes(msg.value(), topic=msg.topic())
+        at_ms = record_ms(msg)
         if msg.offset() < self.replay_until.get(tp, 0):  # counted before: only its id matters
             if isinstance(verdict, Accepted):
-                self.usage.seen(msg.partition(), orjson.loads(msg.value())["id"])
+                self.usage.seen(msg.partition(), orjson.loads(msg.value())["id"], at_ms, relearn=True)
             return
         if isinstance(verdict, Accepted):
             event = json.loads(msg.value(), parse_float=Decimal)  # cost_usd's decimal text, exactly
-            self.usage.observe(event, msg.partition())
+            self.usage.observe(event, msg.partition(), at_ms)
         else:
             err = verdict.error
             self.kafka_out.dead_letter(
@@ -192,14 +268,20 @@ class MetricsConsumer:
     def checkpoint(self) -> dict[TP, int]:
         """Dead letters acknowledged -> state written -> /metrics switched -> offsets committed."""
         self.kafka_out.flush_or_raise()
-        self.state.save(self.usage.to_json(), self.positions)
+        for tp in self.assigned:
+            newest = self.usage.newest(tp[1])
+            if newest is not None:
+                self.newest_ms[tp] = newest
+        self.state.save(self.usage.to_json(), self.positions, self.newest_ms)
         self.saved = dict(self.positions)
         self.published.current = self.usage.snapshot()
         mine = {tp: o for tp, o in self.positions.items() if tp in self.assigned}
         if mine:
             from confluent_kafka import TopicPartition
 
-            commit_retrying(self.consumer, [TopicPartition(t, p, o) for (t, p), o in sorted(mine.items())])
+            commit_retrying(self.consumer, [
+                TopicPartition(t, p, o, commit_metadata(self.newest_ms.get((t, p))))
+                for (t, p), o in sorted(mine.items())])
         self.last_checkpoint = time.monotonic()
         return mine
 
