@@ -27,10 +27,12 @@ def number(text: str, pattern: str) -> int:
 def test_the_acl_matrix_page_counts_what_the_matrix_test_asks():
     text = doc("security.md")
     principals, topics, groups = len(REG.principals), len(REG.topics), len(REG.groups)
-    rows = principals + 3  # + one with no grants, one undeclared SCRAM user, admin
+    # + the platform's own, one with no grants, one undeclared SCRAM user, admin
+    rows = principals + len(REG.platform) + 3
     columns = topics * len(TOPIC_OPS) + (groups + 1) * len(GROUP_OPS) + len(CLUSTER_OPS)
     assert number(text, r"rows \((\d+)\)") == rows
     assert number(text, r"the registry's (\d+) principals") == principals
+    assert number(text, r"and the platform's (\d+)") == len(REG.platform)
     assert number(text, r"\| (\d+) topics x READ") == topics
     assert number(text, r"(\d+) groups \(the registry's") == groups + 1
     assert number(text, r"the registry's (\d+) and one it does not declare") == groups
