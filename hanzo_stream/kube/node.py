@@ -520,11 +520,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _kill_containers(self) -> None:
         """Every container's processes (kubelet is gone, nothing restarts them), then the shims."""
-        for procs in Path("/sys/fs/cgroup").glob(f"*{self.cgroup_root}/**/cgroup.procs"):
-            with contextlib.suppress(OSError):
-                for pid in procs.read_text().split():
+        for h in _hierarchies():
+            for d in _cgroup_dirs(h / self.cgroup_root.lstrip("/")):
+                for pid in _procs(d):
                     with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), signal.SIGKILL)
+                        os.kill(pid, signal.SIGKILL)
         _kill_marked(str(self.containerd_sock))
 
 
@@ -585,14 +585,24 @@ def _make_cgroup_root(root: str) -> None:
                 (d / f).write_text((h / f).read_text())
 
 
+def _cgroup_dirs(top: Path) -> list[Path]:
+    """`top` and every cgroup under it, deepest first. Cgroups vanish while they are listed (a
+    pod's, as its processes die): os.walk skips a directory gone meanwhile, where Path.glob
+    raised FileNotFoundError out of a node's teardown."""
+    found = [Path(d) for d, _, _ in os.walk(top)]
+    return sorted(found, key=lambda d: len(d.parts), reverse=True)
+
+
+def _procs(cgroup: Path) -> list[int]:
+    try:
+        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except OSError:  # gone meanwhile
+        return []
+
+
 def _remove_cgroups(root: str) -> None:
     """The node's cgroup root and everything kubelet made under it, deepest first."""
     for h in _hierarchies():
-        top = h / root.lstrip("/")
-        if not top.is_dir():
-            continue
-        dirs = sorted((d for d in [top, *top.rglob("*")] if d.is_dir()),
-                      key=lambda d: len(d.parts), reverse=True)
-        for d in dirs:
+        for d in _cgroup_dirs(h / root.lstrip("/")):
             with contextlib.suppress(OSError):
                 d.rmdir()
