@@ -185,13 +185,17 @@ def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     unjudged: list[str] = []
 
+    def note(what: str, msg: str | None) -> None:
+        if isinstance(msg, Denied):
+            unjudged.append(what)
+        elif msg:
+            problems.append(f"broker rejects {what}: {msg}")
+
     def judge(changes: list[Any], futures: Mapping[Any, Any], key: Callable[[Any], Any]) -> None:
         result = Result()
         _collect(result, changes, futures, key)
         for c, msg in result.failed:
-            (unjudged if isinstance(msg, Denied) else problems).append(
-                f"{c.KIND} {c.describe()}" if isinstance(msg, Denied)
-                else f"broker rejects {c.KIND} {c.describe()}: {msg}")
+            note(f"{c.KIND} {c.describe()}", msg)
 
     if creates := plan.of(CreateTopic):
         judge(creates, admin.create_topics([_new_topic(c) for c in creates], validate_only=True,
@@ -211,19 +215,12 @@ def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
         per_topic.setdefault((rt, name), {}).update(cfg | {MIN_ISR: str(_final_isr(moves, name))})
         owner[name] = next(c for c in moves if c.topic == name)
     for (_, name), msg in _alter_configs(admin, per_topic, validate_only=True).items():
-        c = owner[name]
-        if isinstance(msg, Denied):
-            unjudged.append(f"{c.KIND} {c.describe()}")
-        elif msg:
-            problems.append(f"broker rejects {c.KIND} {c.describe()}: {msg}")
+        note(f"{owner[name].KIND} {owner[name].describe()}", msg)
     if moves:
         brokers = {b for c in moves for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
         for (_, b), msg in _alter_configs(admin, _broker_rates(brokers, moves[0].throttle),
                                           validate_only=True).items():
-            if isinstance(msg, Denied):
-                unjudged.append(f"the replication throttle on broker {b}")
-            elif msg:
-                problems.append(f"broker {b} rejects the replication throttle: {msg}")
+            note(f"the replication throttle on broker {b}", msg)
     return problems, unjudged
 
 
