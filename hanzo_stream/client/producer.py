@@ -12,10 +12,14 @@ received == accepted + dead_lettered, always.
 from __future__ import annotations
 
 import os
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import KafkaError
 
 from ..connection import Connection
 from ..registry import Registry, load_registry
@@ -51,6 +55,15 @@ STANDARD_SETTINGS: dict[str, Any] = {
     "partitioner": "murmur2_random",
 }
 
+
+# Broker errors that mean "this broker could not write it", not "this record is wrong": an
+# append that meets a full log disk is answered UNKNOWN (the JVM's fault on the index's
+# memory map) or KAFKA_STORAGE_ERROR, and the broker then stops, so the partition's next
+# leader takes the same record (tests/integration/test_full_disk.py). librdkafka gives up on
+# them at once; the library sends the record again, same bytes and id, at most RESENDS times
+# (a copy, if the first attempt was written after all, is absorbed by id: docs/client.md).
+RESENT_ERRORS = frozenset({KafkaError.UNKNOWN, KafkaError.KAFKA_STORAGE_ERROR})
+RESENDS = 2
 
 # confluent-kafka's Python callbacks keep their names (every other override is a librdkafka
 # property, written with underscores for dots: linger_ms=5).
@@ -88,6 +101,7 @@ class Counts:
     dead_lettered: int = 0
     delivered: int = 0
     failed: int = 0
+    resent: int = 0  # sent again by the library after a broker's write error (RESENT_ERRORS)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -108,6 +122,7 @@ class EventProducer:
         self.router = Router(registry, Validator(schemas), max_event_bytes)
         self.stage = f"producer:{stage}"
         self.counts = Counts()
+        self._resends: deque[tuple] = deque()
 
     @classmethod
     def connect(cls, conn: Connection | None = None, *, stage: str | None = None,
@@ -129,29 +144,38 @@ class EventProducer:
                 self.counts.errors.append(f"{msg.topic()} [{msg.partition()}]: {err.name()} "
                                           f"({err.str()})")
 
-    def _callback(self, on_delivery: OnDelivery | None) -> OnDelivery:
-        if on_delivery is None:
-            return self._on_delivery
-
-        def both(err, msg) -> None:
-            self._on_delivery(err, msg)
-            on_delivery(err, msg)
-        return both
-
     def _produce(self, topic: str, value: bytes | None, key: bytes | None,
                  headers: list[tuple[str, bytes]] | None = None,
-                 on_delivery: OnDelivery | None = None) -> None:
-        callback = self._callback(on_delivery)
+                 on_delivery: OnDelivery | None = None, attempt: int = 0) -> None:
+        def report(err, msg) -> None:
+            if err is not None and err.code() in RESENT_ERRORS and attempt < RESENDS:
+                # Sent again from poll()/flush(), never from inside librdkafka's callback.
+                self.counts.resent += 1
+                self._resends.append((topic, value, key, headers, on_delivery, attempt + 1))
+                return
+            self._on_delivery(err, msg)
+            if on_delivery is not None:
+                on_delivery(err, msg)
+
         while True:
             try:
-                self.producer.produce(topic, value, key, headers=headers, on_delivery=callback)
+                self.producer.produce(topic, value, key, headers=headers, on_delivery=report)
                 return
             except BufferError:  # local queue full: serve deliveries, then retry
                 self.producer.poll(0.05)
 
+    def _send_again(self) -> int:
+        sent = 0
+        while self._resends:
+            topic, value, key, headers, on_delivery, attempt = self._resends.popleft()
+            self._produce(topic, value, key, headers, on_delivery, attempt)
+            sent += 1
+        return sent
+
     def _dispatch(self, outcome: Accepted | Refused,
                   on_delivery: OnDelivery | None) -> Accepted | Refused:
         self.counts.received += 1
+        self._send_again()
         if isinstance(outcome, Accepted):
             self._produce(outcome.topic, outcome.value, outcome.key, on_delivery=on_delivery)
             self.counts.accepted += 1
@@ -175,11 +199,20 @@ class EventProducer:
         return self._dispatch(self.router.route_bytes(value, topic, key), on_delivery)
 
     def poll(self, timeout: float = 0) -> int:
-        return self.producer.poll(timeout)
+        served = self.producer.poll(timeout)
+        self._send_again()
+        return served
 
     def flush(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> int:
         """Wait for outstanding deliveries; by default until each record has an outcome."""
-        return self.producer.flush(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.producer.flush(max(0.0, deadline - time.monotonic()))
+            if not self._resends:
+                return left
+            self._send_again()
+            if time.monotonic() >= deadline:
+                return len(self.producer)
 
     def flush_or_raise(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> None:
         left = self.flush(timeout)

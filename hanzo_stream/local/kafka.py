@@ -144,7 +144,12 @@ def _alive(pid: int | None, marker: str) -> bool:
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":  # exited (a broker halts on its own), not yet reaped by whoever started it
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
         return False
     # An exec in progress briefly shows an empty command line: the process still exists.
     return not cmdline or marker in cmdline
@@ -364,10 +369,17 @@ def pause(home: Path, node_id: int, paused: bool = True) -> None:
     os.kill(n["pid"], signal.SIGSTOP if paused else signal.SIGCONT)
 
 
+def running(home: Path) -> set[int]:
+    """The node ids of `home`'s cluster whose process is alive (a halted broker is not)."""
+    cluster = LocalCluster.load(home)
+    if cluster is None:
+        return set()
+    return {n["node_id"] for n in cluster.nodes if _alive(n.get("pid"), _marker(cluster, n))}
+
+
 def is_running(home: Path) -> bool:
     cluster = LocalCluster.load(home)
-    return bool(cluster) and all(
-        _alive(n.get("pid"), _marker(cluster, n)) for n in cluster.nodes)
+    return bool(cluster) and running(home) == {n["node_id"] for n in cluster.nodes}
 
 
 def scale(home: Path, creds: Credentials, brokers: int, heap_mb: int = 768,

@@ -11,6 +11,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -534,6 +535,56 @@ def test_counts_balance_in_process(registry, schemas):
     assert (p.counts.received, p.counts.accepted, p.counts.dead_lettered) == (3, 1, 2)
     assert p.counts.balanced
     assert [r[0] for r in p.producer.records] == ["llm_usage", "dead_letter", "dead_letter"]
+
+
+def test_a_broker_write_error_is_sent_again_and_reported_once(registry, schemas):
+    """UNKNOWN / KAFKA_STORAGE_ERROR (a broker's full disk, test_full_disk) are sent again by
+    the library, at most RESENDS times; every other error reaches the application at once, and
+    each event's outcome reaches it exactly once."""
+    from confluent_kafka import KafkaError
+
+    from hanzo_stream.client.producer import RESENDS, EventProducer
+
+    class Broker:
+        """librdkafka's queue stood in for: answers each record with the next scripted error."""
+
+        def __init__(self, answers):
+            self.answers, self.queue, self.written = list(answers), [], []
+
+        def produce(self, topic, value, key, headers=None, on_delivery=None):
+            self.queue.append((topic, value, on_delivery))
+
+        def poll(self, timeout=0):
+            served, self.queue = self.queue, []
+            for topic, value, report in served:
+                code = self.answers.pop(0) if self.answers else None
+                if code is None:
+                    self.written.append(value)
+                msg = SimpleNamespace(topic=lambda t=topic: t, partition=lambda: 0)
+                report(None if code is None else KafkaError(code), msg)
+            return len(served)
+
+        def flush(self, timeout=0):
+            self.poll()
+            return len(self.queue)
+
+        def __len__(self):
+            return len(self.queue)
+
+    def outcome(answers):
+        p = EventProducer(Broker(answers), registry, schemas, "t")
+        seen = []
+        p.send(llm(), on_delivery=lambda err, msg: seen.append(err and err.code()))
+        assert p.flush() == 0
+        return seen, p.counts, p.producer.written
+
+    U, S = KafkaError.UNKNOWN, KafkaError.KAFKA_STORAGE_ERROR
+    seen, counts, written = outcome([U, S])
+    assert (seen, counts.delivered, counts.failed, counts.resent, len(written)) == ([None], 1, 0, 2, 1)
+    seen, counts, _ = outcome([U] * (RESENDS + 1))
+    assert (seen, counts.failed, counts.resent) == ([U], 1, RESENDS)
+    seen, counts, _ = outcome([KafkaError.MSG_SIZE_TOO_LARGE])
+    assert (seen, counts.failed, counts.resent) == ([KafkaError.MSG_SIZE_TOO_LARGE], 1, 0)
 
 
 def test_iso_ms_of_epoch_milliseconds_is_exact():
