@@ -13,6 +13,7 @@ is never killed. What each test costs in time is printed with its figures.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -340,6 +341,46 @@ def test_a_hung_leader_sigstop_then_sigcont(trio, registry, schemas):
     assert (t.acked, t.failed, t.unreported, t.acked_lost) == (30_000, 0, 0, 0)
     assert resume is not None and resume < 20 + 10
     wait_for(lambda: in_sync() or None, 180, f"broker {victim} back in every ISR after SIGCONT")
+
+
+def test_a_network_partition_between_the_producer_and_every_broker(trio, registry, schemas):
+    """The producer's network drops every packet to and from the brokers for 40 s while it
+    sends (tests/integration/partition.py: its own namespace, iptables DROP inside it), then
+    heals. The brokers see nothing wrong, so nothing moves on their side: the records wait in
+    the client, which must neither lose nor fail them while the outage is shorter than the
+    delivery timeout (120 s), and must not write them twice when its timed-out requests are
+    retried over new connections."""
+    from . import partition
+
+    cut_s = 40
+    ledger = Ledger()
+    lead = failover.leaders(trio.admin)
+    teams = failover.team_keys(set(lead), len(lead), f"team_{ledger.run}")
+    ports = [n["client_port"] for n in trio.local.nodes]
+    with partition.partitionable(ports) as net:
+        p = net.inside(lambda: producer(trio, registry, schemas))
+        times: dict[str, float] = {}
+        heal = threading.Timer(cut_s, lambda: (net.heal(), times.setdefault("healed", time.monotonic())))
+
+        def between(i: int) -> None:
+            if i == 2000:
+                net.cut()
+                times["cut"] = time.monotonic()
+                heal.start()
+
+        try:
+            failover.send(p, ledger, teams, 30_000, rate=1000, between=between)
+            p.flush_or_raise()
+        finally:
+            heal.cancel()
+            net.heal()
+    t = tally(trio, ledger)
+    resume = min((a for a in ledger.acked.values() if a > times["healed"]), default=math.nan) \
+        - times["healed"]
+    print(f"\nproducer cut off from every broker for {cut_s} s: sent {t.sent}, acked {t.acked}, "
+          f"failed {t.failed}, acknowledged lost {t.acked_lost}, in the topic twice "
+          f"{t.duplicated}, first acknowledgement {resume:.1f}s after the network healed")
+    assert (t.acked, t.failed, t.unreported, t.acked_lost) == (30_000, 0, 0, 0)
 
 
 # ---------------------------------------------------------------- the jobs through a failover

@@ -576,3 +576,84 @@ def test_a_running_job_serves_its_progress_and_every_jobs_panel_has_data(cluster
     finally:
         process.stop(name, home)
         prometheus.stop(tmp_path / "prometheus")
+
+
+def test_audit_archive_rides_out_a_minute_without_s3(cluster, tmp_path, registry):
+    """The S3 store (archive and checkpoint) stops for 60 s while audit events keep arriving
+    (issue 24, item 8), then comes back on its address. The job is supervised as Kubernetes
+    would: restarted if it exits. Every event ends in the committed archive exactly once."""
+    from hanzo_stream.local import credentials, object_store
+    from tests.integration.conftest import wait_for
+
+    home = tmp_path / "store"
+    creds = credentials.of_home(home)
+    object_store.start(home / object_store.NAME, creds, ["hanzo-audit", "hanzo-stream"])
+    store = object_store.access(home / object_store.NAME, creds)
+    run = uuid.uuid4().hex[:8]
+    events = audit_events(registry, run, 900, datetime(2035, 7, 8, 22, tzinfo=UTC),
+                          timedelta(seconds=3))
+    before, during, after = events[:300], events[300:600], events[600:]
+    produce(cluster, "iam-service", "audit_log", [(e["org_id"], e) for e in before])
+    spec = yaml.safe_load((ROOT / "consumers" / "audit-archive.yaml").read_text())
+    archive = {**spec["sinks"]["archive"], "path": f"s3a://hanzo-audit/outage-{run}"}
+    consumers = fast_specs(tmp_path, "audit-archive", max_offsets_per_trigger=100, trigger="2s",
+                           checkpoint=f"s3a://hanzo-stream/checkpoints/outage-{run}",
+                           sinks={**spec["sinks"], "archive": archive})
+    env = job_env(cluster, "audit-archiver", tmp_path, store)
+
+    def start() -> None:
+        process.start("audit-archive", tmp_path, env, registry=ROOT / "topics.yaml",
+                      consumers=consumers, cwd=ROOT)
+
+    def committed_batches() -> int:
+        return len([k for k in s3.list_keys(store.client(), "hanzo-stream",
+                                            f"checkpoints/outage-{run}/archive/commits/")
+                    if k.rsplit("/", 1)[-1].isdigit()])
+
+    restarts, outcome = 0, "rode it out"
+    start()
+    try:
+        wait_for(lambda: committed_batches() >= 2 or None, JOB_TIMEOUT, "two archived batches")
+        object_store.stop(home / object_store.NAME)
+        down_at = time.monotonic()
+        for i in range(0, len(during), 50):  # events keep arriving through the outage
+            produce(cluster, "iam-service", "audit_log",
+                    [(e["org_id"], e) for e in during[i:i + 50]])
+            time.sleep(max(0.0, down_at + (i + 50) / len(during) * 60 - time.monotonic()))
+            if i == 100:
+                held = offsets_of(cluster, "audit-archive", "audit_log")[0]
+        state = process.status("audit-archive", tmp_path)
+        if not state["running"]:
+            outcome = f"exited during the outage ({state.get('last_log_line')})"
+        # What ConsumerStalled reads (its 5m window and `for:` are promtool's to prove): no
+        # committed offset moves while the log end does.
+        committed, ends = offsets_of(cluster, "audit-archive", "audit_log")
+        assert committed == held and sum(ends.values()) - sum(committed.values()) >= 200
+        object_store.start(home / object_store.NAME, creds)
+        back_at = time.monotonic()
+        produce(cluster, "iam-service", "audit_log", [(e["org_id"], e) for e in after])
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:
+            if not process.status("audit-archive", tmp_path)["running"]:
+                restarts += 1  # the supervisor's part: a pod's restartPolicy does the same
+                assert restarts <= 3, Path(process.log_file("audit-archive", tmp_path)).read_text()[-4000:]
+                start()
+            committed, ends = offsets_of(cluster, "audit-archive", "audit_log")
+            if committed == ends:
+                break
+            time.sleep(1)
+        caught_up = time.monotonic() - back_at
+    finally:
+        process.stop("audit-archive", tmp_path)
+        object_store.stop(home / object_store.NAME)
+        object_store.start(home / object_store.NAME, creds)  # to read what was committed
+    try:
+        ids = [r["id"] for r in read_committed(archive["path"], store).to_pylist()
+               if r["org_id"].startswith(run)]
+    finally:
+        object_store.stop(home / object_store.NAME)
+    print(f"\naudit-archive, S3 down 60 s: {outcome}; restarts {restarts}; caught up "
+          f"{caught_up:.0f}s after S3 was back; {len(ids)} of {len(events)} events committed "
+          f"({len(set(ids))} distinct)")
+    assert sorted(ids) == sorted(e["id"] for e in events)  # every one, once
+    assert_caught_up(cluster, "audit-archive", "audit_log")
