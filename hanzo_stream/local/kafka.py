@@ -183,7 +183,8 @@ def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSe
 
 def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: int = 768,
           jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0,
-          wrong_name_listener: bool = False, only: set[int] | None = None) -> LocalCluster:
+          wrong_name_listener: bool = False, only: set[int] | None = None,
+          netns: dict[int, str] | None = None) -> LocalCluster:
     """Start (or resume) the cluster in `home` and wait until its brokers serve SASL_SSL.
 
     jmx_agent: (agent jar, rules file) to expose Prometheus metrics from each broker.
@@ -192,6 +193,8 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
     only: start just these node ids (a failure test bringing one node back); default all.
     brokers: the size of a new cluster (default 1); an existing one keeps its own size (grow
     it with scale()).
+    netns: node id -> a network namespace (`ip netns`) to run that node in (a partition test
+    relays its ports; tests/integration/partition.py).
     """
     home.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(home)
@@ -262,7 +265,9 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
             port = cluster.jmx_ports[n["node_id"] - 1]
             agent = [f"-javaagent:{jmx_agent[0]}=127.0.0.1:{port}:{jmx_agent[1]}"]
         with open(d / "logs" / "stdout.log", "ab") as out:
-            proc = subprocess.Popen([*jvm[:1], *agent, *jvm[1:], "kafka.Kafka", str(props)],
+            inside = (["nsenter", f"--net=/run/netns/{netns[n['node_id']]}", "--"]
+                      if netns and n["node_id"] in netns else [])
+            proc = subprocess.Popen([*inside, *jvm[:1], *agent, *jvm[1:], "kafka.Kafka", str(props)],
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         n["pid"] = proc.pid
         spawned[n["node_id"]] = proc
