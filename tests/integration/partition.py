@@ -134,7 +134,13 @@ class Partition:
                 s.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 s.close()
-        subprocess.run(["ip", "netns", "delete", self.ns.netns], check=False)
+        for _ in range(20):  # bounded: a thread still inside may keep it busy a moment
+            gone = subprocess.run(["ip", "netns", "delete", self.ns.netns], capture_output=True,
+                                  text=True)
+            if gone.returncode == 0 or not self.ns.path.exists():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"network namespace {self.ns.netns} left behind: {gone.stderr}")
 
 
 @contextlib.contextmanager
