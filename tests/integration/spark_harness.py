@@ -211,6 +211,15 @@ def fast_specs(tmp: Path, name: str, **overrides) -> Path:
     return d
 
 
+def archive_on_s3(tmp: Path, tag: str, **overrides) -> tuple[Path, str]:
+    """audit-archive's specs with its archive and checkpoint under s3a paths of this test's own
+    (`tag`), so a test's committed archive holds only its own events; and the archive's path."""
+    spec = yaml.safe_load((ROOT / "consumers" / "audit-archive.yaml").read_text())
+    archive = {**spec["sinks"]["archive"], "path": f"s3a://hanzo-audit/{tag}"}
+    return fast_specs(tmp, "audit-archive", checkpoint=f"s3a://hanzo-stream/checkpoints/{tag}",
+                      sinks={**spec["sinks"], "archive": archive}, **overrides), archive["path"]
+
+
 def insights(run: str, i: int, ts: datetime, **data) -> dict:
     team = f"{run}-team{i % 3}"
     body = {"event": "$pageview" if i % 2 else "signup", "distinct_id": f"user-{i}",

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from hanzo_stream import dead_letter as dl
 from hanzo_stream.jobs import process, s3
@@ -40,6 +39,7 @@ from .spark_harness import (
     POISON_JOBS,
     POISON_KEY,
     ROOT,
+    archive_on_s3,
     assert_caught_up,
     assert_rejected,
     assert_valid_ones_processed,
@@ -343,11 +343,8 @@ def test_audit_archive_survives_a_crash_exactly_once_on_s3(cluster, tmp_path, re
     events = audit_events(registry, run, 1200, datetime(2034, 3, 4, 23, tzinfo=UTC),
                           timedelta(seconds=5))  # 23:00 -> 00:40: two dates
     produce(cluster, "iam-service", "audit_log", [(e["org_id"], e) for e in events])
-    spec = yaml.safe_load((ROOT / "consumers" / "audit-archive.yaml").read_text())
-    archive = {**spec["sinks"]["archive"], "path": f"s3a://hanzo-audit/crash-{run}"}
-    consumers = fast_specs(tmp_path, "audit-archive", max_offsets_per_trigger=150, trigger="0s",
-                           checkpoint=f"s3a://hanzo-stream/checkpoints/crash-{run}",
-                           sinks={**spec["sinks"], "archive": archive})
+    consumers, path = archive_on_s3(tmp_path, f"crash-{run}", max_offsets_per_trigger=150,
+                                    trigger="0s")
     env = job_env(cluster, "audit-archiver", tmp_path, store)
     process.start("audit-archive", tmp_path, env, registry=ROOT / "topics.yaml",
                   consumers=consumers, cwd=ROOT)
@@ -364,7 +361,6 @@ def test_audit_archive_survives_a_crash_exactly_once_on_s3(cluster, tmp_path, re
             time.sleep(0.5)
     finally:
         assert process.kill("audit-archive", tmp_path)
-    path = archive["path"]
 
     def mine(rows: list[dict]) -> list[str]:
         return [r["id"] for r in rows if r["org_id"].startswith(run)]
@@ -594,11 +590,8 @@ def test_audit_archive_rides_out_a_minute_without_s3(cluster, tmp_path, registry
                           timedelta(seconds=3))
     before, during, after = events[:300], events[300:600], events[600:]
     produce(cluster, "iam-service", "audit_log", [(e["org_id"], e) for e in before])
-    spec = yaml.safe_load((ROOT / "consumers" / "audit-archive.yaml").read_text())
-    archive = {**spec["sinks"]["archive"], "path": f"s3a://hanzo-audit/outage-{run}"}
-    consumers = fast_specs(tmp_path, "audit-archive", max_offsets_per_trigger=100, trigger="2s",
-                           checkpoint=f"s3a://hanzo-stream/checkpoints/outage-{run}",
-                           sinks={**spec["sinks"], "archive": archive})
+    consumers, path = archive_on_s3(tmp_path, f"outage-{run}", max_offsets_per_trigger=100,
+                                    trigger="2s")
     env = job_env(cluster, "audit-archiver", tmp_path, store)
 
     def start() -> None:
@@ -648,7 +641,7 @@ def test_audit_archive_rides_out_a_minute_without_s3(cluster, tmp_path, registry
         object_store.stop(home / object_store.NAME)
         object_store.start(home / object_store.NAME, creds)  # to read what was committed
     try:
-        ids = [r["id"] for r in read_committed(archive["path"], store).to_pylist()
+        ids = [r["id"] for r in read_committed(path, store).to_pylist()
                if r["org_id"].startswith(run)]
     finally:
         object_store.stop(home / object_store.NAME)
