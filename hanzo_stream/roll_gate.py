@@ -16,6 +16,13 @@ two questions Strimzi's KafkaAvailability asks, from the cluster's own metadata:
   wait runs out. Partitions whose replication factor is not above their min ISR cannot be
   made safe by waiting, so they never hold a stop.
 
+When the StatefulSet itself is being deleted (`pulumi destroy`, `kubectl delete sts`), every
+broker stops together and none can keep another's ISR: a broker held back then only stops
+after its peers have taken the quorum with them, and its controlled shutdown waits for a
+controller that is gone until the grace period kills it (a 57 s destroy took 340 s). So the
+gate reads its StatefulSet from the Kubernetes API (get on that one object, nothing else)
+while it holds a stop, and lets the broker go once the set is being deleted.
+
 Each verdict is a file in a shared emptyDir, rewritten every `interval` seconds; a file
 older than a few intervals means the gate is not answering, and the probes read it so.
 """
@@ -23,12 +30,16 @@ older than a few intervals means the gate is not answering, and the probes read 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
+import ssl
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 log = logging.getLogger("hanzo_stream.roll_gate")
@@ -49,12 +60,15 @@ class Verdict:
     safe_to_stop: bool
     behind: tuple[str, ...] = ()  # partitions with a replica here that is out of the ISR
     holding: tuple[str, ...] = ()  # partitions that would fall under min ISR without it
+    everyone_goes: bool = False  # the StatefulSet is being deleted: holding helps no one
 
     def describe(self) -> str:
         def some(names: tuple[str, ...]) -> str:
             return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        parts = ["in sync" if self.in_sync else f"behind on {some(self.behind)}",
-                 "safe to stop" if self.safe_to_stop
+        parts = ["in sync" if self.in_sync else f"behind on {some(self.behind)}" if self.behind
+                 else "not known to be in sync",
+                 "safe to stop: the StatefulSet is being deleted, every broker stops"
+                 if self.everyone_goes else "safe to stop" if self.safe_to_stop
                  else f"must not stop: {some(self.holding)} would fall under min ISR"]
         return "; ".join(parts)
 
@@ -100,6 +114,42 @@ def topic_min_isr(admin, topics: Iterable[str], timeout: float = 30.0) -> dict[s
     return out
 
 
+def being_deleted(statefulset: dict | None) -> bool:
+    """The StatefulSet is gone (a background delete) or has a deletionTimestamp (a foreground
+    delete, Pulumi's default: it stays until its pods are gone)."""
+    return statefulset is None or bool(statefulset["metadata"].get("deletionTimestamp"))
+
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")  # the projected token's mount
+
+
+def statefulset_reader(name: str, sa_dir: Path = SA_DIR,
+                       environ: Mapping[str, str] = os.environ) -> Callable[[], dict | None] | None:
+    """GET this pod's StatefulSet with the pod's service account token (None: 404); None
+    when the pod has no token (a stack without the gate's Role). The token is re-read on each
+    call: the kubelet rotates it."""
+    if not (sa_dir / "token").exists():
+        return None
+    namespace = (sa_dir / "namespace").read_text().strip()
+    host, port = environ["KUBERNETES_SERVICE_HOST"], environ.get("KUBERNETES_SERVICE_PORT", "443")
+    host = f"[{host}]" if ":" in host else host
+    url = f"https://{host}:{port}/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}"
+    tls = ssl.create_default_context(cafile=str(sa_dir / "ca.crt"))
+
+    def read() -> dict | None:
+        req = urllib.request.Request(url, headers={
+            "Authorization": f"Bearer {(sa_dir / 'token').read_text().strip()}",
+            "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5, context=tls) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
+    return read
+
+
 def _write(path: Path, on: bool, text: str) -> None:
     if on:
         tmp = path.with_suffix(".tmp")
@@ -110,14 +160,16 @@ def _write(path: Path, on: bool, text: str) -> None:
 
 
 def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
-        rounds: int | None = None, min_isr_every: float = 60.0) -> None:
-    """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM."""
+        rounds: int | None = None, min_isr_every: float = 60.0,
+        statefulset: Callable[[], dict | None] | None = None) -> None:
+    """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM. While it holds
+    a stop it asks again every second, and reads `statefulset` (see statefulset_reader)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     min_isr: dict[str, int] = {}
     fetched_at = float("-inf")
-    said, n = "", 0
+    said, n, deleted = "", 0, False
     while not stop["now"] and (rounds is None or n < rounds):
         n += 1
         try:
@@ -132,6 +184,14 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
         except Exception as e:  # unknown is neither in sync nor safe; say why and keep asking
             verdict = Verdict(False, False)
             now = f"cannot read the cluster's metadata: {e}"
+        if not verdict.safe_to_stop and statefulset is not None:
+            try:  # once deleted, always deleted: nothing brings a StatefulSet back
+                deleted = deleted or being_deleted(statefulset())
+            except Exception as e:
+                now += f"; cannot read the StatefulSet: {e}"
+            if deleted:
+                verdict = replace(verdict, safe_to_stop=True, holding=(), everyone_goes=True)
+                now = verdict.describe()
         _write(state_dir / IN_SYNC, verdict.in_sync, now)
         _write(state_dir / SAFE, verdict.safe_to_stop, now)
         _write(state_dir / ALIVE, True, now)
@@ -139,7 +199,8 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
             log.info("broker %d: %s", broker, now)
             said = now
         if rounds is None or n < rounds:
-            time.sleep(interval)
+            time.sleep(interval if verdict.safe_to_stop else min(interval, 1.0))
+    signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,11 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=Path("/gate"), help="where the verdicts go")
     ap.add_argument("--interval", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, help="stop after this many rounds (default: never)")
+    ap.add_argument("--statefulset", default=os.environ.get("STATEFULSET"),
+                    help="this broker's StatefulSet, read while a stop is held (default: "
+                         "$STATEFULSET; none: never read)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s roll-gate %(message)s")
     broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
     admin = AdminClient(Connection.from_env().confluent())
-    run(broker, a.dir, admin, a.interval, a.rounds)
+    reader = statefulset_reader(a.statefulset) if a.statefulset else None
+    if a.statefulset and reader is None:
+        log.warning("no service account token: a deleted StatefulSet cannot release a held stop")
+    run(broker, a.dir, admin, a.interval, a.rounds, statefulset=reader)
     return 0
 
 

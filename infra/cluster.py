@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hanzo_stream.broker_config import Replication
-from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SAFE
+from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SA_DIR, SAFE
 
 from . import broker, security_context
 from .broker import Flavor, Paths, Rendered
@@ -90,6 +90,11 @@ def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths
     }
 
 
+def gated(top: Topology) -> bool:
+    """A quorum of 3+ brokers rolls through the roll gate; 1 broker has nothing to wait for."""
+    return top.brokers >= 3
+
+
 GATE_DIR = "/gate"  # the roll gate's verdicts (hanzo_stream/roll_gate.py), shared with kafka
 STOP_WAIT_SECONDS = 180  # how long a deleted broker waits for the gate before it stops anyway
 
@@ -105,14 +110,16 @@ def roll_gate_container(s: StackSettings, top: Topology) -> dict:
     stopped, so the broker's preStop hook can wait for its verdict. Ready = this broker's
     replicas are all in their ISR; see hanzo_stream/roll_gate.py. It logs in as the admin
     and bootstraps from every pod's own address: the client Service lists only Ready pods,
-    and this container decides readiness."""
+    and this container decides readiness. It alone in the pod has a service account token,
+    to read its StatefulSet (roll_gate_rbac): a set being deleted releases every held stop."""
     everyone = ",".join(f"{n.host}:{n.client_port}" for n in top.nodes)
     return {
         "name": "roll-gate",
         "image": s.reconcilerImage,
         "restartPolicy": "Always",
         "command": ["python", "-m", "hanzo_stream.roll_gate", "--dir", GATE_DIR],
-        "env": connection_env(top, ADMIN, bootstrap=everyone),
+        "env": [*connection_env(top, ADMIN, bootstrap=everyone),
+                {"name": "STATEFULSET", "value": top.statefulset}],
         "readinessProbe": {"exec": {"command": [
             "/bin/sh", "-c", _fresh(f"{GATE_DIR}/{IN_SYNC}", 30)]}, "periodSeconds": 5},
         "livenessProbe": {"exec": {"command": [
@@ -122,8 +129,37 @@ def roll_gate_container(s: StackSettings, top: Topology) -> dict:
                       "limits": {"cpu": "200m", "memory": "192Mi"}},
         "securityContext": RESTRICTED,
         "volumeMounts": [{"name": "gate", "mountPath": GATE_DIR},
-                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
+                         {"name": KUBE_API_VOLUME, "mountPath": str(SA_DIR), "readOnly": True}],
     }
+
+
+KUBE_API_VOLUME = "kube-api-token"
+
+
+def kube_api_volume() -> dict:
+    """What automountServiceAccountToken would mount, as a volume only the roll gate mounts:
+    the broker and the quorum sidecar get no token."""
+    return {"name": KUBE_API_VOLUME, "projected": {"defaultMode": 0o440, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}}
+
+
+def roll_gate_rbac(top: Topology) -> list[dict]:
+    """The roll gate may read its own StatefulSet, and nothing else."""
+    name = f"{top.statefulset}-roll-gate"
+    meta = {"name": name, "namespace": top.namespace, "labels": top.broker_labels}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"],
+                    "resourceNames": [top.statefulset], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
+                       "namespace": top.namespace}]},
+    ]
 
 
 def wait_for_gate() -> dict:
@@ -211,7 +247,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     }
-    if top.brokers >= 3:
+    if gated(top):
         pod_spec["containers"].append(join_container(s, top, flavor, paths))
         pod_spec["initContainers"].append(roll_gate_container(s, top))
         kafka = pod_spec["containers"][0]
@@ -221,7 +257,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         pod_spec["volumes"] += [
             {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
             {"name": "gate", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-            ca_volume()]
+            ca_volume(), kube_api_volume()]
         term = {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}
         pod_spec["affinity"] = {"podAntiAffinity": (
             {"requiredDuringSchedulingIgnoredDuringExecution": [term]}

@@ -42,6 +42,7 @@ _READS = {
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
     ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("discovery.k8s.io/v1", "EndpointSlice"): k8s.discovery.v1.EndpointSlice,
 }
 
 # Custom resources: registered untyped; their CRDs come from the operators' charts.

@@ -10,14 +10,17 @@ touches other workloads that share the namespace.
 
 Egress is restricted for the brokers, whose needs are known: DNS, and the other brokers'
 client, inter-broker and controller ports (the roll gate reads metadata through the client
-port); HTTPS too only when `jmxAgentUrl` has the init container download the agent. A
-broker that is taken over cannot reach anything else. The other pods' destinations (S3,
+port); the Kubernetes API server's own addresses when the roll gate runs (it reads its
+StatefulSet; the addresses are the `kubernetes` EndpointSlice's, read at deployment); HTTPS
+too only when `jmxAgentUrl` has the init container download the agent. A broker that is
+taken over cannot reach anything else. The other pods' destinations (S3,
 ClickHouse, PagerDuty, the Kubernetes API for Spark) vary per site and are not restricted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .topology import PART_OF, PORTS, Topology, labels
 
@@ -42,13 +45,24 @@ def _policy(top: Topology, name: str, selector: dict, ingress: list[dict]) -> di
     }
 
 
-def broker_egress(top: Topology, https: bool = False) -> dict:
+def api_server_rule(endpoints: list[dict], ports: list[dict]) -> dict:
+    """Egress to the API server's endpoints (the `kubernetes` EndpointSlice's addresses and
+    ports: after the Service's DNAT, which is what a NetworkPolicy sees)."""
+    cidrs = sorted({f"{a}/{128 if ':' in a else 32}" for e in endpoints for a in e["addresses"]})
+    return {"to": [{"ipBlock": {"cidr": c}} for c in cidrs],
+            "ports": _tcp(*sorted({p["port"] for p in ports}))}
+
+
+def broker_egress(top: Topology, https: bool = False, kube_api: Any = None) -> dict:
+    """kube_api: api_server_rule's rule (an Output at deployment), when the roll gate runs."""
     brokers = top.broker_labels
     rules = [
         {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},  # DNS
         {"to": [{"podSelector": {"matchLabels": brokers}}],
          "ports": _tcp(PORTS["client"], PORTS["internal"], PORTS["controller"])},
     ]
+    if kube_api is not None:
+        rules.append(kube_api)
     if https:
         rules.append({"ports": _tcp(443)})
     return {
@@ -63,12 +77,13 @@ def broker_egress(top: Topology, https: bool = False) -> dict:
 def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace: str,
               schema_registry: dict | None, exporter: dict | None,
               spark_selector: dict | None, monitoring_only: Sequence[dict] = (),
-              broker_https: bool = False) -> list[dict]:
+              broker_https: bool = False, kube_api: Any = None) -> list[dict]:
     """monitoring_only: {name, selector, port} of pods only the monitoring namespace may reach;
-    broker_https: the brokers' init container downloads the JMX agent."""
+    broker_https: the brokers' init container downloads the JMX agent; kube_api: see
+    broker_egress."""
     brokers = top.broker_labels
     out = [
-        broker_egress(top, broker_https),
+        broker_egress(top, broker_https, kube_api),
         _policy(top, "hanzo-stream-default-deny", {"app.kubernetes.io/part-of": PART_OF}, []),
         _policy(top, "kafka-client", brokers, [
             {"from": [_ns_peer(client_namespaces)], "ports": _tcp(PORTS["client"])}]),

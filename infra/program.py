@@ -86,6 +86,14 @@ def founding_controllers(s: StackSettings) -> pulumi.Output:
     return record.result.apply(int)  # numbers cross the engine as floats
 
 
+def api_server_egress() -> pulumi.Output:
+    """The brokers' egress rule to the API server (the roll gate reads its StatefulSet), from
+    the cluster's own `kubernetes` EndpointSlice: its real addresses, whatever the site."""
+    api = k8s.get("discovery.k8s.io/v1", "EndpointSlice", "kubernetes", "default")
+    return pulumi.Output.all(api.endpoints, api.ports).apply(
+        lambda v: network.api_server_rule(v[0] or [], v[1] or []))
+
+
 def main(root: Path = ROOT) -> None:
     s = from_pulumi()
     registry_file = root / "topics.yaml"
@@ -116,7 +124,8 @@ def main(root: Path = ROOT) -> None:
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.priority_class(top), cluster.service_account(top), *cluster.services(top),
              cluster.pdb(top),
-             cluster.jmx_config_map(top, files.jmx)]
+             cluster.jmx_config_map(top, files.jmx),
+             *(cluster.roll_gate_rbac(top) if cluster.gated(top) else [])]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
     extras = []
     if s.schemaRegistry:
@@ -150,7 +159,8 @@ def main(root: Path = ROOT) -> None:
         schema_registry.policy_target() if s.schemaRegistry else None,
         monitoring.exporter_policy_target(), spark.SERVICE_LABELS if jobs else None,
         [*monitoring.monitoring_policy_targets(s, consumer_jobs),
-         *([spark.metrics_policy_target()] if jobs else [])], broker_https=bool(s.jmxAgentUrl))
+         *([spark.metrics_policy_target()] if jobs else [])], broker_https=bool(s.jmxAgentUrl),
+        kube_api=api_server_egress() if cluster.gated(top) else None)
 
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers]
     violations = policy.check([policy.plainify(m) for m in everything],

@@ -109,6 +109,9 @@ def render(stack: str, extra: dict[str, str] | None = None,
                 generated.extend(made[k] for k in opts.get("secret_outputs", ()) if made.get(k))
             elif args.typ == "pulumi:pulumi:StackReference":
                 outputs |= {"outputs": {}, "secretOutputNames": []}  # a stack never deployed
+            elif args.typ == "kubernetes:discovery.k8s.io/v1:EndpointSlice":  # a kubeadm node's
+                outputs |= {"endpoints": [{"addresses": ["192.168.49.2"]}],
+                            "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}]}
             elif args.typ == "kubernetes:core/v1:Namespace":  # what the API server assigns
                 meta = dict(outputs.get("metadata") or {"name": (args.resource_id or "")})
                 outputs["metadata"] = meta | {"uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, meta["name"]))}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 import yaml
 
@@ -11,7 +13,11 @@ BROKER = obj(render("prod"), "StatefulSet", "kafka")["spec"]["template"]["metada
 APP = {"app": "some-service"}
 
 
-def _peer_matches(peer: dict, policy_ns: str, src_ns: str, src_labels: dict) -> bool:
+def _peer_matches(peer: dict, policy_ns: str, src_ns: str, src_labels: dict,
+                  ip: str | None = None) -> bool:
+    if "ipBlock" in peer:  # addresses only: no pod or namespace is one
+        return ip is not None and ipaddress.ip_address(ip) in ipaddress.ip_network(
+            peer["ipBlock"]["cidr"])
     if "namespaceSelector" in peer:
         exprs = peer["namespaceSelector"].get("matchExpressions", [])
         ok = all(src_ns in e["values"] for e in exprs if e["key"] == "kubernetes.io/metadata.name")
@@ -108,7 +114,7 @@ def test_client_namespaces_setting_widens_only_the_client_port():
 
 
 def egress_allowed(policies: list[dict], ns: str, pod: dict, port: int, dst_ns: str,
-                   dst_labels: dict, protocol: str = "TCP") -> bool:
+                   dst_labels: dict, protocol: str = "TCP", ip: str | None = None) -> bool:
     """Kubernetes semantics for egress: restricted if any Egress policy selects the pod; then
     allowed if any rule admits the destination (no `to`: anywhere) on that port."""
     selecting = [p for p in policies if "Egress" in p["spec"]["policyTypes"]
@@ -121,7 +127,7 @@ def egress_allowed(policies: list[dict], ns: str, pod: dict, port: int, dst_ns: 
             ports = [(x.get("protocol", "TCP"), x["port"]) for x in rule.get("ports", [])]
             if ports and (protocol, port) not in ports:
                 continue
-            if not rule.get("to") or any(_peer_matches(peer, ns, dst_ns, dst_labels)
+            if not rule.get("to") or any(_peer_matches(peer, ns, dst_ns, dst_labels, ip)
                                          for peer in rule["to"]):
                 return True
     return False
@@ -139,6 +145,18 @@ def egress_allowed(policies: list[dict], ns: str, pod: dict, port: int, dst_ns: 
 ])
 def test_a_broker_reaches_only_dns_and_the_other_brokers(policies, port, protocol, dst_ns, dst, ok):
     assert egress_allowed(policies, "hanzo", BROKER, port, dst_ns, dst, protocol) is ok
+
+
+def test_the_roll_gate_reaches_the_api_server_at_its_own_address_only():
+    """prod runs the roll gate, which reads its StatefulSet: the brokers may reach the API
+    server's endpoint (the render's stand-in for the cluster's `kubernetes` EndpointSlice:
+    192.168.49.2:8443), nothing else on that port; dev (one broker, no gate) not even that."""
+    prod = of_kind(render("prod"), "NetworkPolicy")
+    assert egress_allowed(prod, "hanzo", BROKER, 8443, "", {}, ip="192.168.49.2")
+    assert not egress_allowed(prod, "hanzo", BROKER, 8443, "", {}, ip="192.168.49.3")
+    assert not egress_allowed(prod, "hanzo", BROKER, 443, "", {}, ip="192.168.49.2")
+    dev = of_kind(render("dev"), "NetworkPolicy")
+    assert not egress_allowed(dev, "hanzo", BROKER, 8443, "", {}, ip="192.168.49.2")
 
 
 def test_other_pods_egress_is_not_restricted(policies):

@@ -175,7 +175,7 @@ def test_spark_off_renders_no_applications_or_rbac():
 
 def test_driver_rbac_is_namespaced_and_minimal():
     out = render("prod")
-    (role,) = of_kind(out, "Role")
+    (role,) = [r for r in of_kind(out, "Role") if r["metadata"]["name"] == "spark"]
     assert {r for rule in role["rules"] for r in rule["resources"]} == {
         "pods", "services", "configmaps", "persistentvolumeclaims"}
     assert not of_kind(out, "ClusterRole")

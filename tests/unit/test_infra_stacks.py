@@ -383,6 +383,7 @@ def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
     dev = obj(render("dev"), "StatefulSet", "kafka")["spec"]["template"]["spec"]
     assert "lifecycle" not in dev["containers"][0]
     assert all(c["name"] != "roll-gate" for c in dev["initContainers"])
+    assert not [r for r in of_kind(render("dev"), "Role") if r["metadata"]["name"] == "kafka-roll-gate"]
 
     script = pre[2].replace(GATE_DIR, str(tmp_path)).replace(f"+ {STOP_WAIT_SECONDS} ", "+ 4 ")
 
@@ -396,3 +397,27 @@ def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
     assert stop_takes() < 1.5  # a fresh verdict: at once
     os.utime(verdict, (time.time() - 60, time.time() - 60))
     assert stop_takes() >= 3.5  # a verdict the gate stopped refreshing is not trusted
+
+
+def test_only_the_roll_gate_holds_a_token_and_it_may_only_read_its_statefulset():
+    """A deleted StatefulSet releases every held stop (hanzo_stream/roll_gate.py): the gate
+    reads that one object. The broker and the quorum sidecar get no token at all."""
+    from hanzo_stream.roll_gate import SA_DIR
+    from infra.cluster import KUBE_API_VOLUME
+
+    out = render("prod")
+    spec = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    holders = [c["name"] for c in spec["initContainers"] + spec["containers"]
+               if any(m["name"] == KUBE_API_VOLUME for m in c.get("volumeMounts", []))]
+    assert holders == ["roll-gate"]
+    gate = next(c for c in spec["initContainers"] if c["name"] == "roll-gate")
+    assert {"name": KUBE_API_VOLUME, "mountPath": str(SA_DIR), "readOnly": True} in gate["volumeMounts"]
+    assert env_map(gate)["STATEFULSET"]["value"] == "kafka"
+    (role,) = [r for r in of_kind(out, "Role") if r["metadata"]["name"] == "kafka-roll-gate"]
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets"],
+                              "resourceNames": ["kafka"], "verbs": ["get"]}]
+    (binding,) = [b for b in of_kind(out, "RoleBinding") if b["metadata"]["name"] == "kafka-roll-gate"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": spec["serviceAccountName"],
+                                    "namespace": "hanzo"}]
+    assert binding["roleRef"]["name"] == "kafka-roll-gate"

@@ -3,10 +3,28 @@ same gate against real brokers is in tests/integration/test_failover.py."""
 
 from __future__ import annotations
 
+import json
+import ssl
+import threading
+import urllib.error
+from concurrent.futures import Future
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.roll_gate import Partition, judge, topic_min_isr
+from hanzo_stream.roll_gate import (
+    ALIVE,
+    SAFE,
+    Partition,
+    being_deleted,
+    judge,
+    run,
+    statefulset_reader,
+    topic_min_isr,
+)
 
 BROKERS = range(5)
 
@@ -77,3 +95,104 @@ def test_a_broker_without_replicas_asks_for_no_configs():
 
     assert topic_min_isr(Admin(), set()) == {}
     assert judge(1, [Partition("a", 0, (0,), (0,))], {}).in_sync
+
+
+class Admin:
+    """Metadata of one partition that broker 0 keeps at its min ISR (2 of 3 in sync)."""
+
+    def list_topics(self, timeout):
+        part = SimpleNamespace(replicas=[0, 1, 2], isrs=[0, 1])
+        return SimpleNamespace(topics={"a": SimpleNamespace(error=None, partitions={0: part})})
+
+    def describe_configs(self, resources):
+        done = Future()
+        done.set_result({"min.insync.replicas": SimpleNamespace(value="2")})
+        return {r: done for r in resources}
+
+
+ALIVE_HELD = "in sync; must not stop: a-0 would fall under min ISR\n"
+
+
+def gate_files(tmp_path, statefulset, rounds: int = 2) -> tuple[bool, str]:
+    run(0, tmp_path, Admin(), interval=0.01, rounds=rounds, statefulset=statefulset)
+    return (tmp_path / SAFE).exists(), (tmp_path / ALIVE).read_text()
+
+
+def test_a_held_stop_is_released_only_when_the_statefulset_is_being_deleted(tmp_path):
+    """`pulumi destroy` stops every broker at once: holding one back only makes it outlive
+    the quorum its controlled shutdown needs (a destroy took 340 s instead of 57)."""
+    live = {"metadata": {"name": "kafka"}}
+    assert gate_files(tmp_path, lambda: live) == (False, ALIVE_HELD)
+    assert gate_files(tmp_path, None)[0] is False  # no reader: held, as before
+    deleting = {"metadata": {"name": "kafka", "deletionTimestamp": "2026-11-27T18:00:00Z"}}
+    safe, said = gate_files(tmp_path, lambda: deleting)
+    assert safe and "the StatefulSet is being deleted" in said
+    assert gate_files(tmp_path, lambda: None)[0]  # already gone (kubectl's background delete)
+
+    def forbidden():
+        raise PermissionError("403 Forbidden")
+    safe, said = gate_files(tmp_path, forbidden)
+    assert not safe and "cannot read the StatefulSet: 403 Forbidden" in said
+    answers = iter([live, deleting, live])  # once seen deleted, it stays released
+    assert gate_files(tmp_path, lambda: next(answers), rounds=3)[0]
+
+
+@pytest.fixture
+def api(tmp_path):
+    """A real HTTPS endpoint on 127.0.0.1 that answers as the API server would, and the
+    projected service-account files a pod would have."""
+    from hanzo_stream.local.tls import make_tls
+
+    tls = make_tls(tmp_path / "tls", hosts=("127.0.0.1",))
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "ca.crt").write_bytes(tls.ca_pem.read_bytes())
+    (sa / "namespace").write_text("hanzo\n")
+    (sa / "token").write_text("token-1\n")
+    seen: list[tuple[str, str]] = []
+    answer = {"code": 200, "body": {}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers["Authorization"]))
+            body = json.dumps(answer["body"]).encode()
+            self.send_response(answer["code"])
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tls.keystore_pem)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+           "KUBERNETES_SERVICE_PORT": str(server.server_address[1])}
+    yield SimpleNamespace(reader=lambda: statefulset_reader("kafka", sa, env), sa=sa,
+                          seen=seen, answer=answer)
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_reader_asks_the_api_server_for_its_own_statefulset(api):
+    read = api.reader()
+    api.answer.update(code=200, body={"metadata": {"name": "kafka"}})
+    assert not being_deleted(read())
+    api.answer.update(body={"metadata": {"name": "kafka", "deletionTimestamp": "2026-11-27T18:00:00Z"}})
+    assert being_deleted(read())
+    (api.sa / "token").write_text("token-2\n")  # the kubelet rotated it
+    api.answer.update(code=404, body={"kind": "Status", "reason": "NotFound"})
+    assert read() is None and being_deleted(None)
+    assert api.seen == [("/apis/apps/v1/namespaces/hanzo/statefulsets/kafka", "Bearer token-1")] * 2 \
+        + [("/apis/apps/v1/namespaces/hanzo/statefulsets/kafka", "Bearer token-2")]
+    api.answer.update(code=403, body={"kind": "Status", "reason": "Forbidden"})
+    with pytest.raises(urllib.error.HTTPError, match="403"):
+        read()  # a missing Role is an error to report, never "deleted"
+
+
+def test_a_pod_without_a_token_has_no_reader(api):
+    (api.sa / "token").unlink()
+    assert api.reader() is None
