@@ -19,7 +19,14 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from hanzo_stream import dead_letter as dl
 from hanzo_stream.jobs import s3
@@ -93,6 +100,24 @@ def produce(cluster, principal: str, topic: str, records: list[tuple],
     return where  # type: ignore[return-value]
 
 
+_MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+           KafkaError._TRANSPORT, KafkaError._TIMED_OUT}  # a leader election under way
+
+
+def _watermarks(c: Consumer, tp: TopicPartition, within: float = 60.0) -> tuple[int, int]:
+    """A partition's offsets, asked again while its leadership moves: a test that kills a
+    leader reads right through the election (seen: NOT_LEADER_FOR_PARTITION in a cold CI run,
+    the killed broker restarting while billing_events was read)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return c.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as e:
+            if e.args[0].code() not in _MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def read_all(cluster, topic: str) -> list:
     """Every record of a topic, as the admin, from the beginning to the current end, once
     each in (partition, offset) order. All partitions are read by one assignment and each
@@ -101,7 +126,7 @@ def read_all(cluster, topic: str) -> list:
                                               "enable.auto.commit": False})
     try:
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-        bounds = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts}
+        bounds = {p: _watermarks(c, TopicPartition(topic, p)) for p in parts}
         ends = {p: hi for p, (lo, hi) in bounds.items() if hi > lo}
         c.assign([TopicPartition(topic, p, bounds[p][0]) for p in ends])
         seen: dict[tuple[int, int], object] = {}
