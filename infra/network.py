@@ -49,8 +49,15 @@ def api_server_rule(endpoints: list[dict], ports: list[dict]) -> dict:
     """Egress to the API server's endpoints (the `kubernetes` EndpointSlice's addresses and
     ports: after the Service's DNAT, which is what a NetworkPolicy sees)."""
     cidrs = sorted({f"{a}/{128 if ':' in a else 32}" for e in endpoints for a in e["addresses"]})
+    port_numbers = sorted({p["port"] for p in ports if p.get("port")})
+    if not cidrs or not port_numbers:  # an empty `to` or `ports` would admit everything
+        raise ValueError(
+            "EndpointSlice default/kubernetes lists no API server "
+            f"{'address' if not cidrs else 'port'}, so the brokers' egress rule to it cannot "
+            "be written (an empty rule would allow all egress). Check `kubectl get "
+            "endpointslice -n default kubernetes -o yaml`; the API server writes it at start.")
     return {"to": [{"ipBlock": {"cidr": c}} for c in cidrs],
-            "ports": _tcp(*sorted({p["port"] for p in ports}))}
+            "ports": _tcp(*port_numbers)}
 
 
 def broker_egress(top: Topology, https: bool = False, kube_api: Any = None) -> dict:

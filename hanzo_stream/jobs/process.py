@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,13 @@ def _read_pid(name: str, home: Path) -> int | None:
     if not f.exists():
         return None
     return json.loads(f.read_text()).get("pid")
+
+
+def scratch_dir(name: str, home: Path) -> Path:
+    """Spark's local dir for the job (SPARK_LOCAL_DIRS). Spark deletes its scratch only on a
+    clean exit; under /tmp, every killed job left ~670 MB of copied jars behind. Here the
+    next start() empties it, so one job holds at most one run's worth."""
+    return job_dir(name, home) / "scratch"
 
 
 def log_file(name: str, home: Path) -> Path:
@@ -106,7 +114,11 @@ def start(name: str, home: Path, conn_env: Mapping[str, str], *, once: bool = Fa
         return running
     d = job_dir(name, home)
     d.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **conn_env, **(extra_env or {}), "HANZO_STREAM_HOME": str(home)}
+    scratch = scratch_dir(name, home)
+    shutil.rmtree(scratch, ignore_errors=True)  # not running (checked above): its last run's
+    scratch.mkdir()
+    env = {**os.environ, "SPARK_LOCAL_DIRS": str(scratch), **conn_env, **(extra_env or {}),
+           "HANZO_STREAM_HOME": str(home)}
     # The child imports the same hanzo_stream as this process, whatever pip installed.
     pkg_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))

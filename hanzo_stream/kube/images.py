@@ -283,21 +283,31 @@ DONE = "stage.json"  # written last: the stage is complete
 
 
 PRUNE_AFTER_SECONDS = 86_400
+KEEP_OTHERS = 2  # other builds of an image kept beside this one, however young
+BUSY_SECONDS = 7_200  # no younger build is dropped: a run beside us may still import it
 
 
 def _prune(directory: Path, name: str, keep: str) -> None:
-    """Drop builds of `name` with other keys once a day old. Not at once: two checkouts
-    building side by side (a developer's and CI's) would delete each other's archives, and
-    a rebuilt image is a new digest under the same tag (seen: a test's images changed
-    under it mid-run)."""
-    pattern = re.compile(rf"^{re.escape(name)}-[0-9a-f]+(\..+)?$")
-    old = time.time() - PRUNE_AFTER_SECONDS
+    """Drop builds of `name` with other keys: any a day old, and any beyond the KEEP_OTHERS
+    newest that is BUSY_SECONDS old. Not at once: two checkouts building side by side (a
+    developer's and CI's) would delete each other's archives, and a rebuilt image is a new
+    digest under the same tag (seen: a test's images changed under it mid-run). Not only daily
+    either: every commit is a new key for the images that carry the code (1.6 GB of archives
+    a commit), and a day of commits filled the disk."""
+    pattern = re.compile(rf"^({re.escape(name)}-[0-9a-f]+)(\..+)?$")
+    builds: dict[str, list[Path]] = {}
     for p in directory.glob(f"{name}-*"):
-        if pattern.match(p.name) and not p.name.startswith(keep) and p.stat().st_mtime < old:
-            if p.is_dir():
-                shutil.rmtree(p)
-            else:
-                p.unlink()
+        if (m := pattern.match(p.name)) and not p.name.startswith(keep):
+            builds.setdefault(m.group(1), []).append(p)
+    now = time.time()
+    age = {b: now - max(p.stat().st_mtime for p in ps) for b, ps in builds.items()}
+    for rank, build in enumerate(sorted(builds, key=age.__getitem__)):
+        if age[build] > PRUNE_AFTER_SECONDS or (rank >= KEEP_OTHERS and age[build] > BUSY_SECONDS):
+            for p in builds[build]:
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
 
 
 @contextmanager

@@ -361,6 +361,8 @@ def test_audit_archive_survives_a_crash_exactly_once_on_s3(cluster, tmp_path, re
             time.sleep(0.5)
     finally:
         assert process.kill("audit-archive", tmp_path)
+    # Spark's scratch (copied jars) is where start() puts it, where the next start() empties it.
+    assert list(process.scratch_dir("audit-archive", tmp_path).glob("spark-*/userFiles-*"))
 
     def mine(rows: list[dict]) -> list[str]:
         return [r["id"] for r in rows if r["org_id"].startswith(run)]

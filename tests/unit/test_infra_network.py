@@ -159,6 +159,21 @@ def test_the_roll_gate_reaches_the_api_server_at_its_own_address_only():
     assert not egress_allowed(dev, "hanzo", BROKER, 8443, "", {}, ip="192.168.49.2")
 
 
+def test_an_api_server_endpoint_without_address_or_port_is_refused_not_opened():
+    """An empty `to` or `ports` in an egress rule admits every destination: refuse instead,
+    naming the object to look at."""
+    from infra.network import api_server_rule
+
+    ports = [{"name": "https", "port": 8443, "protocol": "TCP"}]
+    assert api_server_rule([{"addresses": ["10.0.0.1"]}], ports)["to"] == [
+        {"ipBlock": {"cidr": "10.0.0.1/32"}}]
+    for endpoints, ports_, missing in (([], ports, "address"),
+                                       ([{"addresses": []}], ports, "address"),
+                                       ([{"addresses": ["10.0.0.1"]}], [], "port")):
+        with pytest.raises(ValueError, match=f"default/kubernetes lists no API server {missing}"):
+            api_server_rule(endpoints, ports_)
+
+
 def test_other_pods_egress_is_not_restricted(policies):
     assert egress_allowed(policies, "hanzo", APP, 443, "default", {})
 

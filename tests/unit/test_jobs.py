@@ -595,8 +595,14 @@ def test_start_runs_the_cli_as_its_own_session_with_the_state_dir(tmp_path, monk
             return 0  # "exited at once": start() stops waiting for the exec
 
     monkeypatch.setattr(process.subprocess, "Popen", FakePopen)
+    left = process.scratch_dir("audit-archive", tmp_path) / "spark-1" / "userFiles-1"
+    left.mkdir(parents=True)  # what a SIGKILLed run leaves: Spark cleans up only on a clean exit
+    (left / "big.jar").write_bytes(b"x" * 1024)
     pid = process.start("audit-archive", tmp_path, {"HANZO_STREAM_BOOTSTRAP": "b:1"}, once=True)
     assert pid == 4242
+    scratch = process.scratch_dir("audit-archive", tmp_path.resolve())
+    assert started["env"]["SPARK_LOCAL_DIRS"] == str(scratch)
+    assert scratch.is_dir() and not any(scratch.iterdir())  # the killed run's files are gone
     assert started["cmd"][1:5] == ["-m", "hanzo_stream.jobs.cli", "run", "audit-archive"]
     assert "--once" in started["cmd"] and started["start_new_session"] is True
     assert started["env"]["HANZO_STREAM_HOME"] == str(tmp_path.resolve())

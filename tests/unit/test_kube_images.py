@@ -486,3 +486,26 @@ def test_other_builds_are_pruned_only_once_a_day_old(tmp_path):
     # kept: this build, another one made today, and another stage's (not kafka-<hex>)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "kafka-aaaa", "kafka-eeee", "kafka-flavor-dddd"]
+
+
+def test_a_day_of_commits_keeps_only_the_newest_other_builds(tmp_path):
+    """Each commit is a new key: beyond KEEP_OTHERS newest, builds go once BUSY_SECONDS old;
+    a build's archive and its record go together."""
+    import os
+    import time
+
+    from hanzo_stream.kube.images import BUSY_SECONDS, KEEP_OTHERS, _prune
+
+    now = time.time()
+    ages = {"a1": 10, "b2": BUSY_SECONDS + 60, "c3": BUSY_SECONDS + 120, "d4": BUSY_SECONDS + 180,
+            "e5": 20, "f6": 30, "g7": 40}
+    for key, age in ages.items():
+        for suffix in (".tar", ".json"):
+            f = tmp_path / f"kafka-{key}{suffix}"
+            f.write_text("")
+            os.utime(f, (now - age, now - age))
+    _prune(tmp_path, "kafka", "kafka-a1")
+    kept = sorted({p.name.split(".")[0] for p in tmp_path.iterdir()})
+    # this build; the KEEP_OTHERS newest others; and every other still younger than BUSY_SECONDS
+    assert KEEP_OTHERS == 2 and kept == ["kafka-a1", "kafka-e5", "kafka-f6", "kafka-g7"]
+    assert len(list(tmp_path.iterdir())) == 2 * len(kept)
