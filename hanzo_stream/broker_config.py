@@ -151,6 +151,7 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",
         "num.partitions": "4",
+        "log.retention.hours": "168",  # the standard's broker default; topics set their own
         "group.initial.rebalance.delay.ms": str(s.group_initial_rebalance_delay_ms),
     }
     for x in more:  # like CLIENT, but with its own certificate

@@ -21,6 +21,8 @@ KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 ENV_PREFIXES = ("prod", "production", "stg", "staging", "stage", "dev", "development",
                 "test", "qa", "uat", "sandbox", "preprod", "local")
 ENV_PATTERN = re.compile(rf"^({'|'.join(ENV_PREFIXES)})(_|$)|_({'|'.join(ENV_PREFIXES)})$")
+#: A segment that names a version or an instance, not a function: v2, 2, 7f3a9c, a UUID's part.
+VERSION_OR_INSTANCE = re.compile(r"^(v\d+|\d+|(?=[a-z]*\d)[0-9a-f]{6,})$")
 KNOWN_KEYS = ("team_id", "org_id", "agent_id", "source_topic", "user_id", "session_id")
 #: Topic configs the registry may not set: they would change semantics the standard fixes.
 FORBIDDEN_CONFIGS = {
@@ -87,6 +89,13 @@ def group_names(reg: Registry, data: dict) -> Iterator[Finding]:
         if ENV_PATTERN.search(g.name.replace("-", "_")):
             yield (("groups", i, "name"), f"group name {g.name!r} carries an environment prefix",
                    "drop it: environments are separate clusters")
+        parts = g.name.split("-")
+        if len(parts) > 1 and (odd := [s for s in parts[1:] if VERSION_OR_INSTANCE.match(s)]):
+            kept = "-".join(s for s in parts if s not in odd)
+            yield (("groups", i, "name"),
+                   f"group name {g.name!r} carries a version or instance id ({', '.join(odd)})",
+                   f"name it for what it does, {kept!r}: every instance shares the group, and "
+                   "a new version keeps its committed offsets under the same name")
 
 
 def duplicates(reg: Registry, data: dict) -> Iterator[Finding]:

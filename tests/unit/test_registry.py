@@ -99,6 +99,9 @@ def test_all_problems_reported_at_once(tmp_path):
     (lambda d: topic(d, "llm_usage").update(name="llm_usage_stg"), "name", "environment"),
     (lambda d: group(d, "billing-agg").update(name="billingAgg"), "name", "kebab-case"),
     (lambda d: group(d, "billing-agg").update(name="dev-billing-agg"), "name", "environment"),
+    (lambda d: group(d, "billing-agg").update(name="billing-agg-v2"), "name", "version or instance"),
+    (lambda d: group(d, "billing-agg").update(name="billing-agg-2"), "name", "version or instance"),
+    (lambda d: group(d, "billing-agg").update(name="billing-agg-7f3a9c"), "name", "version or instance"),
     (lambda d: topic(d, "audit_log").update(partitions=3), "partitions", "guideline"),
     (lambda d: group(d, "analytics-ingest").update(consumers=20), "partitions", "idle"),
     (lambda d: topic(d, "audit_log").pop("retention"), "retention", "required"),
@@ -187,3 +190,10 @@ def test_min_isr_and_throttles_are_not_registry_configs(tmp_path):
     found = {p.field: p.fix for p in problems(tmp_path, data)}
     assert "replication profile" in found["topics[llm_usage].config.min.insync.replicas"]
     assert "moves replicas" in found["topics[llm_usage].config.leader.replication.throttled.replicas"]
+
+
+def test_a_versioned_group_name_is_refused_with_the_name_to_use(tmp_path):
+    data = hip()
+    group(data, "billing-agg")["name"] = "billing-agg-v2"
+    (p,) = [p for p in problems(tmp_path, data) if "version or instance" in p.message]
+    assert p.field == "groups[billing-agg-v2].name" and "'billing-agg'" in p.fix
