@@ -652,3 +652,74 @@ def test_audit_archive_rides_out_a_minute_without_s3(cluster, tmp_path, registry
           f"({len(set(ids))} distinct)")
     assert sorted(ids) == sorted(e["id"] for e in events)  # every one, once
     assert_caught_up(cluster, "audit-archive", "audit_log")
+
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")  # the standard's seeds name all four
+
+
+def _codecs(segment: Path) -> set[str]:
+    """The codecs of the record batches in a log segment (Kafka's v2 batch header: base
+    offset 8, length 4, leader epoch 4, magic 1, CRC 4, attributes 2: codec in bits 0-2)."""
+    data, codecs, at = segment.read_bytes(), set(), 0
+    while at + 23 <= len(data):
+        length = int.from_bytes(data[at + 8:at + 12], "big")
+        if length == 0:
+            break  # preallocated tail
+        attributes = int.from_bytes(data[at + 21:at + 23], "big")
+        codecs.add(("none", "gzip", "snappy", "lz4", "zstd")[attributes & 7])
+        at += 12 + length
+    return codecs
+
+
+def test_every_codec_goes_from_the_client_through_the_jobs_and_kcat(cluster, tmp_path, registry,
+                                                                    store):
+    """A producer may compress with any codec the standard names: the client library sends
+    each, the broker keeps it, analytics-ingest (ClickHouse) and audit-archive (Parquet on S3)
+    load every event once, and Debian's kcat reads them back."""
+    import subprocess
+
+    from hanzo_stream.client import Accepted, EventProducer, make_producer
+    from hanzo_stream.schemas.store import load
+
+    run = uuid.uuid4().hex[:8]
+    t0 = datetime(2041, 1, 1, tzinfo=UTC)  # newer than every earlier test's (module docstring)
+    insight = {c: [insights(f"{run}{c[:2]}", i, t0 + timedelta(seconds=i)) for i in range(30)]
+               for c in CODECS}
+    audit = {c: audit_events(registry, f"{run}{c[:2]}", 30, t0, timedelta(seconds=1)) for c in CODECS}
+    schemas = load(ROOT / "schemas")
+    for codec in CODECS:
+        for principal, events in (("insights-capture", insight[codec]), ("iam-service", audit[codec])):
+            producer = EventProducer(make_producer(cluster.as_(principal), compression_type=codec),
+                                     registry, schemas, f"codec-{codec}")
+            assert all(isinstance(producer.send(e), Accepted) for e in events)
+            producer.flush_or_raise()
+            assert producer.counts.delivered == len(events), (codec, producer.counts)
+
+    if cluster.local is not None:  # the broker kept each producer's codec (topics say `producer`)
+        stored = set().union(*(_codecs(f) for f in cluster.local.node_dir(1).glob(
+            "data/events_plugin_ingestion-*/*.log")))
+        assert {"gzip", "snappy", "lz4", "zstd"} <= stored, stored
+
+    run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path)
+    db = tmp_path / "jobs" / "analytics-ingest" / "chdb"
+    for codec in CODECS:
+        ids = {r["id"] for r in chdb_query(db, f"SELECT id FROM events FINAL WHERE team_id LIKE "
+                                               f"'{run}{codec[:2]}-%'")}
+        assert ids == {e["id"] for e in insight[codec]}, codec
+
+    run_once(cluster, "audit-archive", "audit-archiver", tmp_path, store=store)
+    archived = [r["id"] for r in read_committed("s3a://hanzo-audit/audit_log", store).to_pylist()
+                if r["org_id"].startswith(run)]
+    assert sorted(archived) == sorted(e["id"] for c in CODECS for e in audit[c])  # each once
+
+    conf = tmp_path / "kcat.conf"  # PLAIN: Debian 12's kcat repeats the SCRAM nonce (kube_1_dev)
+    conf.write_text("security.protocol=SASL_SSL\nsasl.mechanisms=PLAIN\n"
+                    "sasl.username=analytics-ingest\n"
+                    f"sasl.password={cluster.creds.password('analytics-ingest')}\n"
+                    f"ssl.ca.location={cluster.ca_file}\n")
+    conf.chmod(0o600)
+    read = subprocess.run(["kcat", "-F", str(conf), "-b", cluster.bootstrap, "-C", "-t",
+                           "events_plugin_ingestion", "-o", "beginning", "-e", "-q", "-f", "%s\\n"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    seen = {json.loads(line)["id"] for line in read.stdout.splitlines() if run in line}
+    assert seen == {e["id"] for c in CODECS for e in insight[c]}
