@@ -55,7 +55,17 @@ def test_defaults_follow_the_issue():
     assert parse({"imageFlavor": "bitnami", "image": mirror}).broker_image == mirror
 
 
+def test_production_is_sized_for_production():
+    s = parse(stack_config("prod")[0])
+    assert (s.cpuRequest, s.memoryRequest, s.memoryLimit, s.heapOpts) == (
+        "2", "8Gi", "8Gi", "-Xms4g -Xmx4g")
+
+
 @pytest.mark.parametrize(("raw", "message"), [
+    ({"heapOpts": "-Xms4g -Xmx4g"}, r"asks for a 4 GiB heap but memoryRequest is 1Gi"),
+    ({"heapOpts": "-Xmx2g", "memoryRequest": "2Gi"}, r"memoryLimit is 2Gi, which leaves less "
+                                                     r"than 768 MiB"),
+    ({"heapOpts": "-XX:+UseG1GC"}, r"sets no -Xmx"),
     ({"brokers": "2"}, r"brokers is 2 but must be odd .* use 1 or 3"),
     ({"brokers": "4"}, r"4 voters survive no more failures than 3 \(a majority of 4 is 3\); "
                        r"use 3 or 5"),

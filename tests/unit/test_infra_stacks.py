@@ -171,8 +171,12 @@ def test_pdb_probes_resources_and_security(stack, out):
     assert c["readinessProbe"]["tcpSocket"]["port"] == "client"
     assert c["livenessProbe"]["tcpSocket"]["port"] == "controller"
     assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 300
-    assert c["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
-                              "limits": {"cpu": "1000m", "memory": "2Gi"}}
+    assert c["resources"] == {  # prod: Pulumi.prod.yaml's production sizing
+        "dev": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "2Gi"}},
+        "prod": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
+    }[stack]
+    heap = next(e["value"] for e in c["env"] if e["name"] == "KAFKA_HEAP_OPTS")
+    assert heap == {"dev": "-Xms1g -Xmx1g", "prod": "-Xms4g -Xmx4g"}[stack]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] == 1000  # apache/kafka's appuser
     for ctr in [*pod["initContainers"], *pod["containers"]]:
