@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import socket
 import ssl
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
 from .broker_config import CLIENT, INTERNAL
+from .local.credentials import write_secret
 
 #: The listeners whose store locations are sent. Kafka then re-reads every store file that
 #: changed, the CONTROLLER listener's and the clients between brokers and controllers included
@@ -120,17 +119,7 @@ def _public_der_of(cert: x509.Certificate) -> bytes:
 def install(path: Path, pem: bytes) -> None:
     """Write `pem` over `path` in one rename (0600): a broker reading it sees the old file or
     the new one, never half of each."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_secret(path, pem)
 
 
 def reload_configs(config: Mapping[str, str],
