@@ -162,8 +162,9 @@ def _write(path: Path, on: bool, text: str) -> None:
 def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
         rounds: int | None = None, min_isr_every: float = 60.0,
         statefulset: Callable[[], dict | None] | None = None) -> None:
-    """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM. While it holds
-    a stop it asks again every second, and reads `statefulset` (see statefulset_reader)."""
+    """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM. Each round reads
+    `statefulset` (see statefulset_reader) before the cluster; while it holds a stop it asks
+    again every second."""
     state_dir.mkdir(parents=True, exist_ok=True)
     stop = {"now": False}
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -172,6 +173,16 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
     said, n, deleted = "", 0, False
     while not stop["now"] and (rounds is None or n < rounds):
         n += 1
+        # The StatefulSet first: while the others stop, reading the cluster's metadata can
+        # take seconds, and a release that late finds the quorum gone (CI: a 341 s destroy).
+        unread = ""
+        if statefulset is not None and not deleted:
+            try:  # once deleted, always deleted: nothing brings a StatefulSet back
+                deleted = being_deleted(statefulset())
+            except Exception as e:
+                unread = f"; cannot read the StatefulSet: {e}"
+        if deleted:  # released now, before the metadata read below
+            _write(state_dir / SAFE, True, Verdict(False, True, everyone_goes=True).describe())
         try:
             parts = observe(admin)
             hosted = {p.topic for p in parts if broker in p.replicas}
@@ -184,14 +195,11 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
         except Exception as e:  # unknown is neither in sync nor safe; say why and keep asking
             verdict = Verdict(False, False)
             now = f"cannot read the cluster's metadata: {e}"
-        if not verdict.safe_to_stop and statefulset is not None:
-            try:  # once deleted, always deleted: nothing brings a StatefulSet back
-                deleted = deleted or being_deleted(statefulset())
-            except Exception as e:
-                now += f"; cannot read the StatefulSet: {e}"
-            if deleted:
-                verdict = replace(verdict, safe_to_stop=True, holding=(), everyone_goes=True)
-                now = verdict.describe()
+        if deleted:
+            verdict = replace(verdict, safe_to_stop=True, holding=(), everyone_goes=True)
+            now = verdict.describe()
+        elif not verdict.safe_to_stop:
+            now += unread
         _write(state_dir / IN_SYNC, verdict.in_sync, now)
         _write(state_dir / SAFE, verdict.safe_to_stop, now)
         _write(state_dir / ALIVE, True, now)

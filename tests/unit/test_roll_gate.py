@@ -137,6 +137,22 @@ def test_a_held_stop_is_released_only_when_the_statefulset_is_being_deleted(tmp_
     assert gate_files(tmp_path, lambda: next(answers), rounds=3)[0]
 
 
+def test_a_deleted_statefulset_releases_the_stop_before_the_metadata_read(tmp_path):
+    """While its peers stop, a metadata read can take seconds: the release must not wait for
+    it (CI saw a 341 s destroy with the StatefulSet read after the cluster's metadata)."""
+    seen_when_asked = []
+
+    class SlowAdmin(Admin):
+        def list_topics(self, timeout):
+            seen_when_asked.append((tmp_path / SAFE).exists())
+            return super().list_topics(timeout)
+
+    deleting = {"metadata": {"name": "kafka", "deletionTimestamp": "2026-11-27T18:00:00Z"}}
+    run(0, tmp_path, SlowAdmin(), interval=0.01, rounds=1, statefulset=lambda: deleting)
+    assert seen_when_asked == [True]  # already released when the cluster was asked
+    assert "the StatefulSet is being deleted" in (tmp_path / ALIVE).read_text()
+
+
 @pytest.fixture
 def api(tmp_path):
     """A real HTTPS endpoint on 127.0.0.1 that answers as the API server would, and the
