@@ -61,9 +61,10 @@ class Keystore:
         return sorted(str(n.value) for n in ext.value)
 
 
-def _public_der(key) -> bytes:
-    return key.public_key().public_bytes(serialization.Encoding.DER,
-                                         serialization.PublicFormat.SubjectPublicKeyInfo)
+def _public_der(key_or_cert) -> bytes:
+    """The SubjectPublicKeyInfo of a private key or a certificate: equal when they match."""
+    return key_or_cert.public_key().public_bytes(serialization.Encoding.DER,
+                                                 serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def parse(pem: bytes, what: str) -> Keystore:
@@ -83,7 +84,7 @@ def check(current: bytes, new: bytes, trusted: bytes, what: str = "new keystore"
     switch to it in place."""
     old, nxt = parse(current, "current keystore"), parse(new, what)
     cert = nxt.certificate
-    if _public_der_of(cert) != nxt.public_key_der:
+    if _public_der(cert) != nxt.public_key_der:
         raise Refused(f"{what}: its private key does not belong to its first certificate; "
                       "the file must hold the key, then that key's certificate, then the CA")
     now = now or dt.datetime.now(dt.UTC)
@@ -109,11 +110,6 @@ def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
-
-
-def _public_der_of(cert: x509.Certificate) -> bytes:
-    return cert.public_key().public_bytes(serialization.Encoding.DER,
-                                          serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def install(path: Path, pem: bytes) -> None:
