@@ -21,7 +21,10 @@ broker stops together and none can keep another's ISR: a broker held back then o
 after its peers have taken the quorum with them, and its controlled shutdown waits for a
 controller that is gone until the grace period kills it (a 57 s destroy took 340 s). So the
 gate reads its StatefulSet from the Kubernetes API (get on that one object, nothing else)
-while it holds a stop, and lets the broker go once the set is being deleted.
+and lets the broker go once the set is being deleted. Even released at once, brokers stopping
+a second apart leave the last without a quorum, so the gate also marks the deletion for the
+broker's shell, which kills a broker still waiting 30 s after its SIGTERM (infra/broker.py
+`supervised`).
 
 Each verdict is a file in a shared emptyDir, rewritten every `interval` seconds; a file
 older than a few intervals means the gate is not answering, and the probes read it so.
@@ -44,6 +47,7 @@ from pathlib import Path
 
 log = logging.getLogger("hanzo_stream.roll_gate")
 IN_SYNC, SAFE, ALIVE = "in-sync", "safe-to-stop", "alive"  # the files the probes read
+EVERYONE_GOES = "everyone-goes"  # the set is being deleted: the broker's shell reads it (infra/broker.py)
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,7 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
                 unread = f"; cannot read the StatefulSet: {e}"
         if deleted:  # released now, before the metadata read below
             _write(state_dir / SAFE, True, Verdict(False, True, everyone_goes=True).describe())
+            _write(state_dir / EVERYONE_GOES, True, "the StatefulSet is being deleted")
         try:
             parts = observe(admin)
             hosted = {p.topic for p in parts if broker in p.replicas}

@@ -43,6 +43,7 @@ from hanzo_stream.broker_config import (
     to_apache_env,
     to_bitnami_env,
 )
+from hanzo_stream.roll_gate import EVERYONE_GOES
 
 from .topology import PORTS, Topology
 
@@ -72,6 +73,7 @@ class Paths:
     jmx_dir: str = "/opt/hanzo/jmx"  # emptyDir filled by the init container
     jmx_rules_dir: str = "/opt/hanzo/jmx-rules"  # ConfigMap with the rules file
     join_dir: str = "/tmp"  # the join sidecar's memory emptyDir: its command config, marker
+    gate_dir: str = "/gate"  # the roll gate's verdicts (hanzo_stream/roll_gate.py), read-only
 
     @property
     def log_dirs(self) -> str:
@@ -225,10 +227,39 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         ' --config "$conf" "$@"',
         "# The JMX agent goes to the broker's JVM only: in the container's KAFKA_OPTS, every Kafka tool",
         "# run in the container would load it too and fail to bind its port.",
-        f'KAFKA_OPTS="${{{JMX_AGENT_ENV}:-}}${{KAFKA_OPTS:+ $KAFKA_OPTS}}" '
-        f'exec {bin_}/kafka-server-start.sh "$conf"',
+        *supervised(f'KAFKA_OPTS="${{{JMX_AGENT_ENV}:-}}${{KAFKA_OPTS:+ $KAFKA_OPTS}}" '
+                    f'{bin_}/kafka-server-start.sh "$conf"', f"{paths.gate_dir}/{EVERYONE_GOES}"),
         "",
     ])
+
+
+EVERYONE_GOES_KILL_SECONDS = 30  # a controlled shutdown with its quorum up takes 1-6 s here
+
+
+def supervised(command: str, everyone_goes: str, after: int = EVERYONE_GOES_KILL_SECONDS) -> list[str]:
+    """sh lines that run the broker as this shell's child, where `exec` would make it PID 1.
+
+    Kafka's controlled shutdown waits up to 5 minutes for the controller. When the whole
+    StatefulSet is deleted, every broker stops and the last ones find the quorum gone with
+    their peers (three local brokers SIGTERMed 1 s apart: one waited 306 s; at once: all
+    gone in 6 s; a pod cannot time its SIGTERM that finely). A JVM that is the container's
+    PID 1 ignores SIGKILL from inside the pod, so the shell stays PID 1, passes SIGTERM on,
+    and kills a broker still running `after` seconds later if the roll gate has marked the
+    set as being deleted (`everyone_goes`). Rolls and drains have no marker: their broker
+    takes the whole grace period if it needs it."""
+    kill = (f"kill -TERM \"$broker\" 2>/dev/null || :; (sleep {after}; if [ -f {_q(everyone_goes)} ]"
+            " && kill -0 \"$broker\" 2>/dev/null; then echo \"hanzo-stream: the StatefulSet is"
+            f" being deleted and the broker still runs {after} s after SIGTERM (its quorum is gone):"
+            " killing it\" >&2; kill -KILL \"$broker\"; fi) &")
+    return [
+        f"{command} &",
+        "broker=$!",
+        f"trap {_q(kill)} TERM",
+        'rc=0; wait "$broker" || rc=$?',
+        '# wait returns early when the trap runs; wait again until the broker has gone',
+        'while kill -0 "$broker" 2>/dev/null; do rc=0; wait "$broker" || rc=$?; done',
+        'exit "$rc"',
+    ]
 
 
 def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:

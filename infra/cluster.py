@@ -95,7 +95,7 @@ def gated(top: Topology) -> bool:
     return top.brokers >= 3
 
 
-GATE_DIR = "/gate"  # the roll gate's verdicts (hanzo_stream/roll_gate.py), shared with kafka
+GATE_DIR = Paths.gate_dir  # the roll gate's verdicts, shared with kafka
 STOP_WAIT_SECONDS = 180  # how long a deleted broker waits for the gate before it stops anyway
 
 

@@ -90,3 +90,63 @@ def test_pod_outside_the_stack_refuses_to_start(tmp_path):
     proc = run_pod(render("dev"), 1, tmp_path)
     assert proc.returncode == 64
     assert "not one of the 1 brokers" in proc.stderr
+
+
+# A stand-in broker: says it is up, records SIGTERM, then exits with 7 or, like a broker whose
+# controlled shutdown waits for a quorum that is gone, keeps running.
+STAND_IN = """
+import pathlib, signal, sys, time
+d = pathlib.Path(sys.argv[1])
+def term(*_):
+    (d / "term").write_text("")
+    if sys.argv[2] == "exits":
+        sys.exit(7)
+signal.signal(signal.SIGTERM, term)
+(d / "up").write_text("")
+for _ in range(600):
+    time.sleep(0.1)
+"""
+
+
+def _supervise(tmp_path, behaviour: str, deleting: bool):
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "everyone-goes"
+    if deleting:
+        marker.write_text("the StatefulSet is being deleted\n")
+    (tmp_path / "broker.py").write_text(STAND_IN)
+    command = f"{sys.executable} {tmp_path}/broker.py {tmp_path} {behaviour}"
+    script = "\n".join(["set -eu", *broker.supervised(command, str(marker), after=1)])
+    shell = subprocess.Popen(["sh", "-c", script], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "up").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shell.terminate()  # what the kubelet sends the container's PID 1
+    t0 = time.monotonic()
+    try:
+        rc = shell.wait(timeout=4)
+    except subprocess.TimeoutExpired:
+        rc = None
+    took = time.monotonic() - t0
+    if rc is None:  # cleanup: the stand-in ends by itself within a minute; the shell with it
+        subprocess.run(["pkill", "-KILL", "-f", f"{tmp_path}/broker.py"], check=False)
+        shell.wait(timeout=10)
+    return rc, took, (tmp_path / "term").exists(), shell.stderr.read()
+
+
+def test_the_broker_shell_passes_sigterm_on_and_returns_the_brokers_status(tmp_path):
+    rc, took, termed, _ = _supervise(tmp_path, "exits", deleting=False)
+    assert termed and rc == 7 and took < 2
+
+
+def test_a_broker_stopping_in_a_roll_gets_the_whole_grace_period(tmp_path):
+    rc, _, termed, err = _supervise(tmp_path, "hangs", deleting=False)
+    assert termed and rc is None, err  # still running 4 s after SIGTERM: only the kubelet ends it
+
+
+def test_a_broker_of_a_deleted_statefulset_is_killed_when_its_shutdown_outlives_the_quorum(tmp_path):
+    rc, took, termed, err = _supervise(tmp_path, "hangs", deleting=True)
+    assert termed and rc == 128 + 9 and 0.9 < took < 3.5, (rc, took, err)
+    assert "the StatefulSet is being deleted" in err and "killing it" in err

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from hanzo_stream.roll_gate import (
     ALIVE,
+    EVERYONE_GOES,
     SAFE,
     Partition,
     being_deleted,
@@ -148,8 +149,12 @@ def test_a_deleted_statefulset_releases_the_stop_before_the_metadata_read(tmp_pa
             return super().list_topics(timeout)
 
     deleting = {"metadata": {"name": "kafka", "deletionTimestamp": "2026-11-27T18:00:00Z"}}
+    live = {"metadata": {"name": "kafka"}}
+    run(0, tmp_path, SlowAdmin(), interval=0.01, rounds=1, statefulset=lambda: live)
+    assert not (tmp_path / EVERYONE_GOES).exists()  # a roll: the broker's shell never kills
     run(0, tmp_path, SlowAdmin(), interval=0.01, rounds=1, statefulset=lambda: deleting)
-    assert seen_when_asked == [True]  # already released when the cluster was asked
+    assert seen_when_asked == [False, True]  # already released when the cluster was asked
+    assert (tmp_path / EVERYONE_GOES).exists()  # and the broker's shell told (infra/broker.py)
     assert "the StatefulSet is being deleted" in (tmp_path / ALIVE).read_text()
 
 
