@@ -30,7 +30,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
 from .broker_config import CLIENT, INTERNAL
-from .local.credentials import write_secret
+from .secret_files import write_secret
 
 #: The listeners whose store locations are sent. Kafka then re-reads every store file that
 #: changed, the CONTROLLER listener's and the clients between brokers and controllers included
@@ -145,7 +145,9 @@ def reload(admin, node_id: int, configs: Mapping[str, str], timeout: float = 30.
 
 def served(host: str, port: int, ca_file: str | None = None, timeout: float = 10.0) -> str:
     """SHA-256 of the certificate a listener presents now (verified against ca_file if given)."""
-    ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl._create_unverified_context()
+    ctx = ssl.create_default_context(cafile=ca_file)
+    if not ca_file:  # asked only which certificate is served, not whether it is trusted
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     with socket.create_connection((host, port), timeout=timeout) as sock, \
             ctx.wrap_socket(sock, server_hostname=host) as tls:
         der = tls.getpeercert(binary_form=True)

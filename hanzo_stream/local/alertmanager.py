@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 
 from ..monitoring import alertmanager
-from .credentials import write_secret
+from ..secret_files import write_secret
 from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 

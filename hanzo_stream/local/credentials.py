@@ -10,13 +10,12 @@ its command line, a log line or a rendered configuration file.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..secret_files import write_secret
 from ..state import PAGERDUTY_ROUTING_KEY, S3_ACCESS_KEY, S3_SECRET_KEY, credentials_file
 
 # Generated on first use. An access key id looks like AWS's (20 upper-case characters); a
@@ -86,21 +85,3 @@ def load_or_create(path: Path, principals: list[str]) -> Credentials:
         write_secret(path, json.dumps({"admin": creds.admin, "principals": creds.principals,
                                        "services": creds.services}, indent=2))
     return creds
-
-
-def write_secret(path: Path, text: str | bytes) -> None:
-    """A file only its owner can read, created that way (never readable by others for a moment)
-    and whole: written to a new 0600 file beside it (mkstemp: O_EXCL, so never through a link
-    someone planted), then renamed over it, so a reader sees the old file or the new one and a
-    symbolic link at `path` is replaced, not written through."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode() if isinstance(text, str) else text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -32,8 +32,9 @@ from ..broker_config import (
     to_server_properties,
 )
 from ..connection import Connection
+from ..secret_files import write_secret
 from ..versions import KAFKA_VERSION
-from .credentials import Credentials, write_secret
+from .credentials import Credentials
 from .tls import make_tls, tls_files
 
 WRONG_NAME_LISTENER = "WRONGNAME"  # serves a certificate for tls.WRONG_NAME (tests only)

@@ -86,19 +86,22 @@ def test_fewer_brokers_are_refused_before_anything_changes(dev):
         k: p["metadata"]["uid"] for k, p in before.items()}
 
 
+NEW_PRINCIPAL = "forecasting"  # not in topics.yaml
+
+
 def test_a_new_principal_restarts_no_broker(dev, tmp_path):
     """A service team's pull request adds a principal: its Secret and SCRAM login appear, and
     no broker restarts (the reconciler Job creates the user in the metadata log)."""
     root = checkout_with(tmp_path, lambda doc: (
         doc.__setitem__("replication", {"profile": "cluster"}),
-        doc["principals"].append({"name": "reporting", "description": "Reporting reads billing."})))
+        doc["principals"].append({"name": NEW_PRINCIPAL, "description": "Forecasting reads billing."})))
     dev.deployer.root = root
     facts = change(dev, "new principal")
     assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
-    assert "reporting" in dev.outputs["principalPasswords"]
-    dev.kubectl("get", "secret", "kafka-user-reporting")
+    assert NEW_PRINCIPAL in dev.outputs["principalPasswords"]
+    dev.kubectl("get", "secret", f"kafka-user-{NEW_PRINCIPAL}")
     # It logs in with SCRAM at once (it has no ACLs yet, so it sees no topics).
-    in_node(dev.node, [sys.executable, "-c", LOGIN], env=dev.client_env("reporting"), timeout=120)
+    in_node(dev.node, [sys.executable, "-c", LOGIN], env=dev.client_env(NEW_PRINCIPAL), timeout=120)
 
 
 LOGIN = """

@@ -9,14 +9,15 @@ import pytest
 
 from hanzo_stream import state
 from hanzo_stream.local import credentials
+from hanzo_stream.secret_files import write_secret
 
 
 def test_a_secret_file_is_0600_from_the_start_and_replaced_whole(tmp_path):
     f = tmp_path / "s" / "secret.txt"
-    credentials.write_secret(f, "one")
+    write_secret(f, "one")
     assert f.read_text() == "one" and stat.S_IMODE(f.stat().st_mode) == 0o600
     f.chmod(0o644)  # an older, looser file is replaced by a new 0600 one
-    credentials.write_secret(f, b"two")
+    write_secret(f, b"two")
     assert f.read_bytes() == b"two" and stat.S_IMODE(f.stat().st_mode) == 0o600
     assert sorted(p.name for p in f.parent.iterdir()) == ["secret.txt"]  # no temporary left
 
@@ -26,7 +27,7 @@ def test_a_planted_symbolic_link_is_replaced_not_written_through(tmp_path):
     victim.write_text("untouched")
     link = tmp_path / "secret.txt"
     os.symlink(victim, link)
-    credentials.write_secret(link, "new")
+    write_secret(link, "new")
     assert victim.read_text() == "untouched"
     assert not link.is_symlink() and link.read_text() == "new"
     assert stat.S_IMODE(link.stat().st_mode) == 0o600

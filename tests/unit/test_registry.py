@@ -50,7 +50,10 @@ def test_hip_tables(registry):
     assert groups == {
         "analytics-ingest": (("events_plugin_ingestion",), 4), "billing-agg": (("llm_usage",), 2),
         "audit-archive": (("audit_log",), 1), "llm-metrics": (("llm_usage",), 2),
-        "rpc-billing": (("agent_rpc_metering",), 2), "dead-letter-monitor": (("dead_letter",), 1)}
+        "rpc-billing": (("agent_rpc_metering",), 2), "dead-letter-monitor": (("dead_letter",), 1),
+        # the topic table's readers, under groups of their own names (issue 25)
+        "compliance": (("audit_log",), 1), "commerce": (("billing_events",), 1),
+        "reporting": (("billing_events",), 1)}
     assert all(t.managed_configs()["cleanup.policy"] == "delete" for t in registry.topics)
 
 
@@ -70,6 +73,10 @@ def test_hip_acls_are_least_privilege(registry):
         ("READ", "TOPIC", "agent_rpc_metering"), ("DESCRIBE", "TOPIC", "agent_rpc_metering"),
         ("READ", "GROUP", "rpc-billing"), ("WRITE", "TOPIC", "agent_rpc_settlements"),
         ("DESCRIBE", "TOPIC", "agent_rpc_settlements")}
+    for reader, topic in [("compliance", "audit_log"), ("commerce", "billing_events"),
+                          ("reporting", "billing_events")]:  # read, never write
+        assert ops(reader) == {("READ", "TOPIC", topic), ("DESCRIBE", "TOPIC", topic),
+                               ("READ", "GROUP", reader)}
     assert not any(a.operation == "ALL" for a in registry.acls())
 
 
