@@ -18,7 +18,8 @@ def generated(registry_path: Path) -> dict[Path, str]:
     """Every generated file and its expected content."""
     registry = load_registry(registry_path)
     out = {alerts.GENERATED_FILE: alerts.render(registry),
-           alerts.GENERATED_TEST_FILE: alerts.render_tests(registry)}
+           alerts.GENERATED_TEST_FILE: alerts.render_tests(registry),
+           alerts.BATCH_TEST_FILE: alerts.render_batch_tests(registry)}
     for d in dashboards.DASHBOARDS:
         out[d.file] = dashboards.render(d)
     llm = llm_alerts.settings(args_root(registry_path))

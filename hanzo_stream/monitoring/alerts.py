@@ -25,12 +25,15 @@ from . import MONITORING_DIR, RULES_DIR
 
 GENERATED_FILE = RULES_DIR / "registry-alerts.yaml"
 GENERATED_TEST_FILE = MONITORING_DIR / "tests" / "registry-alerts.test.yaml"
+BATCH_TEST_FILE = MONITORING_DIR / "tests" / "batch-readers.test.yaml"
+TEST_RULE_FILES = ["../rules/recording.yaml", f"../rules/{GENERATED_FILE.name}"]  # from tests/
 LAG_METRIC = "kafka_consumer_group_lag"  # the standard's name (recording rule)
 OFFSET_METRIC = "kafka_topic_partition_current_offset"  # kafka_exporter's log-end offset
 EXPORTER_LAG_METRIC = "kafka_consumergroup_lag"  # kafka_exporter's, per partition
 COMMITTED_METRIC = "kafka_consumergroup_current_offset"  # kafka_exporter's committed offset
 STALL_WINDOW = "5m"  # no commit and growing lag over this window means stalled
 STALL_FOR = "2m"
+OVERDUE_FOR = "10m"
 DEAD_LETTER_COUNTER = "hanzo_stream_dead_letters_total"  # dead_letter_monitor.py
 DEAD_LETTER_WINDOW = "10m"
 DEAD_LETTER_RECORD = f"hanzo_stream:dead_letters:increase{DEAD_LETTER_WINDOW}"
@@ -47,28 +50,35 @@ HEADER = """\
 """
 
 
+def _group_alert(alert: str, group: Group, severity: str, expr: str, wait: str, summary: str,
+                 description: str, runbook: str) -> dict:
+    """One rule about a consumer group, labelled so Alertmanager routes it by group."""
+    return {"alert": alert, "expr": expr, "for": wait,
+            "labels": {"severity": severity, "consumergroup": group.name},
+            "annotations": {"summary": summary, "description": description, "runbook_url": runbook}}
+
+
+def _selector(group: Group) -> str:
+    return f'{{consumergroup="{group.name}"}}'
+
+
+BY_GROUP = "sum by (consumergroup)"
+
+
 def lag_alerts(group: Group) -> list[dict]:
     """Warning and critical alerts on the group's total lag across its topics."""
-    expr = f'sum by (consumergroup) ({LAG_METRIC}{{consumergroup="{group.name}"}})'
     topics = ", ".join(group.topics)
-    out = []
-    for severity, threshold, wait in (("warning", group.lag.warning, "5m"),
-                                      ("critical", group.lag.critical, "5m")):
-        out.append({
-            "alert": f"ConsumerLag{severity.capitalize()}",
-            "expr": f"{expr} > {threshold}",
-            "for": wait,
-            "labels": {"severity": severity, "consumergroup": group.name},
-            "annotations": {
-                "summary": f"Consumer group {group.name} is {{{{ $value | humanize }}}} messages behind "
-                           f"(threshold {threshold:,})",
-                "description": f"{group.name} reads {topics} with {group.consumers} expected "
-                               f"consumer(s). Lag above {threshold:,} for 5 minutes: the job is "
-                               "down, stuck, or slower than its producers.",
-                "runbook_url": LAG_RUNBOOK,
-            },
-        })
-    return out
+    return [
+        _group_alert(
+            f"ConsumerLag{severity.capitalize()}", group, severity,
+            f"{BY_GROUP} ({LAG_METRIC}{_selector(group)}) > {threshold}", "5m",
+            f"Consumer group {group.name} is {{{{ $value | humanize }}}} messages behind "
+            f"(threshold {threshold:,})",
+            f"{group.name} reads {topics} with {group.consumers} expected consumer(s). Lag above "
+            f"{threshold:,} for 5 minutes: the job is down, stuck, or slower than its producers.",
+            LAG_RUNBOOK)
+        for severity, threshold in (("warning", group.lag.warning), ("critical", group.lag.critical))
+    ]
 
 
 def stalled_alert(group: Group) -> dict:
@@ -78,25 +88,40 @@ def stalled_alert(group: Group) -> dict:
     A healthy consumer with a steady small lag commits, and an idle one's lag does not grow,
     so neither fires.
     """
-    sel = f'{{consumergroup="{group.name}"}}'
-    by = "sum by (consumergroup)"
-    expr = (f"{by} ({EXPORTER_LAG_METRIC}{sel}) > 0"
-            f" and {by} (delta({EXPORTER_LAG_METRIC}{sel}[{STALL_WINDOW}])) > 0"
-            f" and {by} (changes({COMMITTED_METRIC}{sel}[{STALL_WINDOW}])) == 0")
-    return {
-        "alert": "ConsumerStalled",
-        "expr": expr,
-        "for": STALL_FOR,
-        "labels": {"severity": "critical", "consumergroup": group.name},
-        "annotations": {
-            "summary": f"Consumer group {group.name} commits nothing while its lag grows "
-                       f"({{{{ $value | humanize }}}} messages behind)",
-            "description": f"{group.name} reads {', '.join(group.topics)}. No committed offset moved "
-                           f"for {STALL_WINDOW} while its lag grew: the consumer is down, crash-looping "
-                           "or stuck on one record. Nothing it reads is processed until it is fixed.",
-            "runbook_url": STALLED_RUNBOOK,
-        },
-    }
+    sel = _selector(group)
+    return _group_alert(
+        "ConsumerStalled", group, "critical",
+        f"{BY_GROUP} ({EXPORTER_LAG_METRIC}{sel}) > 0"
+        f" and {BY_GROUP} (delta({EXPORTER_LAG_METRIC}{sel}[{STALL_WINDOW}])) > 0"
+        f" and {BY_GROUP} (changes({COMMITTED_METRIC}{sel}[{STALL_WINDOW}])) == 0", STALL_FOR,
+        f"Consumer group {group.name} commits nothing while its lag grows "
+        f"({{{{ $value | humanize }}}} messages behind)",
+        f"{group.name} reads {', '.join(group.topics)}. No committed offset moved for "
+        f"{STALL_WINDOW} while its lag grew: the consumer is down, crash-looping or stuck on one "
+        "record. Nothing it reads is processed until it is fixed.",
+        STALLED_RUNBOOK)
+
+
+def _hours(ms: int) -> str:
+    return f"{ms / 3_600_000:g}h"
+
+
+def overdue_alert(group: Group) -> dict:
+    """Warning when a batch reader's committed offsets are where they were `overdue` ago while
+    records wait: a run was missed. `offset` rather than changes(): with no samples from then
+    (a new Prometheus, a new group) the comparison is empty and nothing fires."""
+    assert group.batch_every_ms is not None
+    sel = _selector(group)
+    overdue, every = _hours(group.batch_overdue_ms), _hours(group.batch_every_ms)
+    return _group_alert(
+        "ConsumerRunMissed", group, "warning",
+        f"{BY_GROUP} ({EXPORTER_LAG_METRIC}{sel}) > 0 and ({BY_GROUP} ({COMMITTED_METRIC}{sel})"
+        f" - {BY_GROUP} ({COMMITTED_METRIC}{sel} offset {overdue})) <= 0", OVERDUE_FOR,
+        f"Batch reader {group.name} has committed nothing for {overdue} "
+        f"({{{{ $value | humanize }}}} messages waiting)",
+        f"{group.name} reads {', '.join(group.topics)} every {every} (topics.yaml batch.every). "
+        f"No committed offset moved for {overdue}: its last run did not happen or did not finish.",
+        STALLED_RUNBOOK)
 
 
 def dead_letter_alert(registry: Registry) -> dict:
@@ -163,11 +188,20 @@ def dead_letter_class_alerts(registry: Registry) -> list[dict]:
     return out
 
 
+def _by_schedule(registry: Registry) -> tuple[list[Group], list[Group]]:
+    """The continuous groups (lag and stall alerts) and the batch readers (missed runs)."""
+    return ([g for g in registry.groups if g.batch_every_ms is None],
+            [g for g in registry.groups if g.batch_every_ms is not None])
+
+
 def rule_groups(registry: Registry) -> list[dict]:
+    continuous, batch = _by_schedule(registry)
     return [
         {"name": "hanzo-stream-consumer-lag",
-         "rules": [r for g in registry.groups for r in lag_alerts(g)]},
-        {"name": "hanzo-stream-consumer-stalled", "rules": [stalled_alert(g) for g in registry.groups]},
+         "rules": [r for g in continuous for r in lag_alerts(g)]},
+        {"name": "hanzo-stream-consumer-stalled", "rules": [stalled_alert(g) for g in continuous]},
+        *([{"name": "hanzo-stream-batch-readers", "rules": [overdue_alert(g) for g in batch]}]
+          if batch else []),
         {"name": "hanzo-stream-dead-letters",
          "rules": [dead_letter_alert(registry), dead_letter_recording(),
                    *dead_letter_class_alerts(registry)]},
@@ -267,6 +301,60 @@ def stalled_tests(group: Group) -> list[dict]:
     ]
 
 
+def overdue_tests(groups: list[Group]) -> list[dict]:
+    """Two promtool tests of batch readers that run every E hours (overdue O = 1.25 E), with a
+    sample every 5 minutes and the lag growing by one a sample between runs: runs at 0 and E
+    then none (quiet before O: no history, though nothing moved yet; quiet while the run at E
+    is within O; firing from E + O), and runs every E (quiet throughout). One test holds every
+    group with that E: each 5-minute step evaluates every rule, over days."""
+    name, rules = "ConsumerRunMissed", [overdue_alert(g) for g in groups]
+    every, overdue = groups[0].batch_every_ms // 300_000, groups[0].batch_overdue_ms // 300_000
+    assert all(g.batch_every_ms == groups[0].batch_every_ms for g in groups)
+    end = every + overdue + 24  # two hours past the first moment it can fire
+
+    def runs(count: int) -> tuple[str, str]:
+        """Committed offsets stepping by 100 at each of `count` runs E apart, and the lag."""
+        spans = [every] * (count - 1) + [end + 1 - every * (count - 1)]
+        return (" ".join(f"{100 * (k + 1)}+0x{n - 1}" for k, n in enumerate(spans)),
+                " ".join(f"0+1x{n - 1}" for n in spans))
+
+    def at(sample: int) -> str:
+        return f"{sample * 5}m"
+
+    def series(offsets_and_lag: tuple[str, str]) -> list[dict]:
+        return [s for g in groups for s in _stall_series(g.name, g.topics[0], 0, *offsets_and_lag)]
+
+    fired = overdue + every + 2  # the pending 10 minutes have passed
+    firing = [{"exp_labels": r["labels"],
+               "exp_annotations": {**r["annotations"], "summary": r["annotations"]["summary"].replace(
+                   "{{ $value | humanize }}", _humanize(fired - every))}} for r in rules]
+    names = ", ".join(g.name for g in groups)
+    return [
+        {"name": f"{names} miss their run after {_hours(groups[0].batch_every_ms)}", "interval": "5m",
+         "input_series": [*series(runs(2)),
+                          *_stall_series("unregistered-group", "t", 0, "7+0x300", "1+1x300")],
+         "alert_rule_test": [
+             *({"eval_time": at(t), "alertname": name, "exp_alerts": []}
+               for t in (every - 1, overdue - 1, overdue + every - 1)),
+             {"eval_time": at(fired), "alertname": name, "exp_alerts": firing}]},
+        {"name": f"{names} run every {_hours(groups[0].batch_every_ms)}", "interval": "5m",
+         "input_series": series(runs(-(-end // every))),
+         "alert_rule_test": [{"eval_time": at(t), "alertname": name, "exp_alerts": []}
+                             for t in (overdue - 1, overdue + every - 1, fired, end)]},
+    ]
+
+
+def render_batch_tests(registry: Registry) -> str:
+    """The promtool tests of the missed-run alerts, in a file of their own: they span days, so
+    they evaluate every 5 minutes (the other tests need 1)."""
+    by_every: dict[int, list[Group]] = {}
+    for g in _by_schedule(registry)[1]:
+        by_every.setdefault(g.batch_every_ms, []).append(g)
+    doc = {"rule_files": TEST_RULE_FILES, "evaluation_interval": "5m",
+           "tests": [t for groups in by_every.values() for t in overdue_tests(groups)]}
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
+
+
 def dead_letter_test(registry: Registry) -> dict:
     """Quiet dead-letter topic, then arrivals, then quiet again; other topics never count."""
     rule = dead_letter_alert(registry)
@@ -337,12 +425,13 @@ def dead_letter_class_test(registry: Registry) -> dict:
 
 def render_tests(registry: Registry, rule_files: list[str] | None = None) -> str:
     """The promtool test file for the generated rules (paths relative to the test file)."""
+    continuous = _by_schedule(registry)[0]
     doc = {
-        "rule_files": rule_files or ["../rules/recording.yaml", "../rules/registry-alerts.yaml"],
+        "rule_files": rule_files or TEST_RULE_FILES,
         "evaluation_interval": "1m",
-        "tests": [lag_test(g) for g in registry.groups]
-                 + [t for g in registry.groups for t in stalled_tests(g)] + [dead_letter_test(registry),
-                                                                             dead_letter_class_test(registry)],
+        "tests": [lag_test(g) for g in continuous]
+                 + [t for g in continuous for t in stalled_tests(g)]
+                 + [dead_letter_test(registry), dead_letter_class_test(registry)],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
 

@@ -292,6 +292,7 @@ def _build(data: dict, file: str) -> Registry:
             consumers=g["consumers"],
             lag=LagThresholds(**g.get("lag", {})),
             description=g.get("description", ""),
+            batch_every_ms=parse_retention(g["batch"]["every"]) if "batch" in g else None,
         )
         for g in data["groups"]
     )

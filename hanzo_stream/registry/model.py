@@ -60,6 +60,10 @@ class DeadLetterThresholds:
     critical: int = DEFAULT_DEAD_LETTERS_CRITICAL
 
 
+#: A batch reader is overdue when no run committed for this many times its `every`.
+BATCH_OVERDUE = 1.25
+
+
 @dataclass(frozen=True)
 class LagThresholds:
     warning: int = DEFAULT_LAG_WARNING
@@ -74,6 +78,15 @@ class Group:
     consumers: int
     lag: LagThresholds = LagThresholds()
     description: str = ""
+    # A reader that runs on a schedule (topics.yaml `batch.every`): its lag grows between runs
+    # by design, so it is watched for a missed run instead of lag thresholds and stalls.
+    batch_every_ms: int | None = None
+
+    @property
+    def batch_overdue_ms(self) -> int:
+        """How long without a committed run before a batch reader counts as overdue."""
+        assert self.batch_every_ms is not None
+        return int(self.batch_every_ms * BATCH_OVERDUE)
 
 
 @dataclass(frozen=True, order=True)

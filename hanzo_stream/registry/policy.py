@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import platform
-from .model import ADMIN, WILDCARD, Registry
+from .model import ADMIN, BATCH_OVERDUE, WILDCARD, Registry
 
 Finding = tuple[tuple[str | int, ...], str, str]
 
@@ -34,6 +34,9 @@ FORBIDDEN_CONFIGS = {
     "leader.replication.throttled.replicas": "the reconciler sets it only while it moves replicas",
     "follower.replication.throttled.replicas": "the reconciler sets it only while it moves replicas",
 }
+
+
+BATCH_MIN_EVERY_MS = 3_600_000
 
 
 #: Topic configs the registry may set, each within bounds that keep the cluster healthy (a
@@ -279,6 +282,32 @@ def lag_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
                    "lower warning or raise critical")
 
 
+def batch_readers(reg: Registry, data: dict) -> Iterator[Finding]:
+    """A scheduled reader must run more often than its topics keep records: the missed-run
+    alert fires at BATCH_OVERDUE x `every`, and by then a shorter retention has lost events."""
+    topics = {t.name: t for t in reg.topics}
+    written = {t["name"]: t["retention"] for t in data["topics"]}
+    for i, g in enumerate(reg.groups):
+        if g.batch_every_ms is None:
+            continue
+        every = data["groups"][i]["batch"]["every"]
+        if g.batch_every_ms < BATCH_MIN_EVERY_MS:
+            yield (("groups", i, "batch", "every"), f"a batch reader running every {every} is a "
+                   "continuous one", "remove `batch`: a continuous group is watched for stalls "
+                   "within minutes; use `batch` for runs an hour or more apart")
+        if "lag" in data["groups"][i]:
+            yield (("groups", i, "lag"), "lag thresholds do not apply to a batch reader (its lag "
+                   "grows between runs by design)", "remove `lag`, or remove `batch` if the group "
+                   "reads continuously")
+        for name in g.topics:
+            t = topics.get(name)
+            if t is not None and g.batch_overdue_ms >= t.retention_ms:
+                yield (("groups", i, "batch", "every"),
+                       f"runs every {every} but {name} keeps records for {written[name]}: a "
+                       f"missed run is noticed after {BATCH_OVERDUE:g} x {every}, when events are "
+                       "already gone", f"run more often, or raise {name}'s retention")
+
+
 def dead_letter_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
     for i, t in enumerate(reg.topics):
         if t.dead_letters.warning > t.dead_letters.critical:
@@ -290,7 +319,7 @@ def dead_letter_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
 RULES: tuple[Callable[[Registry, dict], Iterator[Finding]], ...] = (
     topic_names, group_names, duplicates, partitions, keys, configs, retention, references,
     reserved_principals, least_privilege, prefix_reach, protected_topics, lag_thresholds,
-    dead_letter_thresholds,
+    batch_readers, dead_letter_thresholds,
 )
 
 

@@ -46,7 +46,7 @@ def test_rule_files_pass_promtool_check() -> None:
 
 def test_promtool_unit_tests_pass() -> None:
     tests = sorted((MONITORING_DIR / "tests").glob("*.test.yaml"))
-    assert len(tests) == 3
+    assert len(tests) == 4
     res = promtool("test", "rules", *tests)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -60,7 +60,8 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     required = {"KafkaUnderReplicatedPartitions", "KafkaOfflinePartitions", "KafkaActiveControllerCount",
                 "KafkaUnderMinIsrPartitions", "KafkaOfflineLogDirectory", "KafkaDiskSpaceLow",
                 "KafkaDiskSpaceCritical", "KafkaMetricsTargetDown", "KafkaLagExporterMissing",
-                "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "DeadLettersArriving",
+                "ConsumerLagWarning", "ConsumerLagCritical", "ConsumerStalled", "ConsumerRunMissed",
+                "DeadLettersArriving",
                 "LlmLatencyP95High", "LlmCostSpike", "DeadLettersWarning", "DeadLettersCritical",
                 "KafkaCertificateExpiresSoon", "KafkaCertificateExpiryCritical",
                 "KafkaCaCertificateExpiresSoon"}
@@ -94,20 +95,25 @@ def test_generated_files_match_the_registry(root: Path) -> None:
     assert generate_main(["generate", "--check"]) == 0
 
 
-def test_every_registry_group_gets_warning_and_critical(registry: Registry) -> None:
+def _continuous(registry: Registry) -> list[str]:
+    return [g.name for g in registry.groups if g.batch_every_ms is None]
+
+
+def test_every_continuous_group_gets_warning_and_critical(registry: Registry) -> None:
     groups = yaml.safe_load(alerts.render(registry))["groups"]
     lag = next(g for g in groups if g["name"] == "hanzo-stream-consumer-lag")["rules"]
     for g in registry.groups:
-        mine = {r["labels"]["severity"]: r for r in lag if r["labels"]["consumergroup"] == g.name}
-        assert mine["warning"]["expr"].endswith(f"> {g.lag.warning}")
-        assert mine["critical"]["expr"].endswith(f"> {g.lag.critical}")
-    assert len(lag) == 2 * len(registry.groups)
+        if g.batch_every_ms is None:
+            mine = {r["labels"]["severity"]: r for r in lag if r["labels"]["consumergroup"] == g.name}
+            assert mine["warning"]["expr"].endswith(f"> {g.lag.warning}")
+            assert mine["critical"]["expr"].endswith(f"> {g.lag.critical}")
+    assert len(lag) == 2 * len(_continuous(registry))
 
 
-def test_every_registry_group_gets_a_stall_alert_on_exporter_names(registry: Registry) -> None:
+def test_every_continuous_group_gets_a_stall_alert_on_exporter_names(registry: Registry) -> None:
     groups = yaml.safe_load(alerts.render(registry))["groups"]
     stalled = next(g for g in groups if g["name"] == "hanzo-stream-consumer-stalled")["rules"]
-    assert [r["labels"]["consumergroup"] for r in stalled] == [g.name for g in registry.groups]
+    assert [r["labels"]["consumergroup"] for r in stalled] == _continuous(registry)
     for r in stalled:
         sel = f'{{consumergroup="{r["labels"]["consumergroup"]}"}}'
         assert r["alert"] == "ConsumerStalled" and r["labels"]["severity"] == "critical"
@@ -128,7 +134,7 @@ def test_promtool_catches_a_stall_alert_missing_a_condition(tmp_path: Path, regi
     drop = (r" and sum by \(consumergroup\) \(changes\([^)]*\)\) == 0" if clause == "offset"
             else r" and sum by \(consumergroup\) \(delta\([^)]*\)\) > 0")
     text, n = re.subn(drop, "", rules.read_text())
-    assert n == len(registry.groups)
+    assert n == len(_continuous(registry))
     rules.write_text(text)
     res = promtool("test", "rules", test_file)
     assert res.returncode != 0
@@ -149,6 +155,41 @@ def _write_rules(tmp_path: Path, registry: Registry) -> Path:
     test_file = tmp_path / "tests" / "registry-alerts.test.yaml"
     test_file.write_text(alerts.render_tests(registry))
     return test_file
+
+
+def test_batch_readers_are_watched_for_missed_runs_only(registry: Registry) -> None:
+    """The standard's readers run daily: no lag or stall alert (their lag grows between runs by
+    design), one warning when no run committed for 1.25 x `every`."""
+    batch = {g.name: g for g in registry.groups if g.batch_every_ms is not None}
+    assert set(batch) == {"compliance", "commerce", "reporting"}
+    groups = {g["name"]: g["rules"] for g in yaml.safe_load(alerts.render(registry))["groups"]}
+    watched = {r["labels"]["consumergroup"] for name in ("hanzo-stream-consumer-lag",
+                                                          "hanzo-stream-consumer-stalled")
+               for r in groups[name]}
+    assert not watched & set(batch)
+    missed = groups["hanzo-stream-batch-readers"]
+    assert sorted(r["labels"]["consumergroup"] for r in missed) == sorted(batch)
+    for r in missed:
+        assert r["alert"] == "ConsumerRunMissed" and r["labels"]["severity"] == "warning"
+        assert "offset 30h" in r["expr"] and "every 24h" in r["annotations"]["description"]
+
+
+def test_promtool_catches_a_missed_run_alert_without_its_history_clause(
+        tmp_path: Path, registry: Registry) -> None:
+    """Compared with changes() over the window, a reader whose last run is inside the window
+    would page before its history exists (a new Prometheus): the promtool case fails."""
+    _write_rules(tmp_path, registry)
+    test_file = tmp_path / "tests" / alerts.BATCH_TEST_FILE.name
+    test_file.write_text(alerts.render_batch_tests(registry))
+    rules = tmp_path / "rules" / "registry-alerts.yaml"
+    text, n = re.subn(r"\(sum by \(consumergroup\) \((kafka_consumergroup_current_offset\{[^}]*\})\)"
+                      r" - [^)]*\)[^)]*\)\) <= 0",
+                      r"sum by (consumergroup) (changes(\1[30h])) == 0", rules.read_text())
+    assert n == 3
+    rules.write_text(text)
+    res = promtool("test", "rules", test_file)
+    assert res.returncode != 0
+    assert "miss their run" in res.stdout + res.stderr
 
 
 def test_thresholds_changed_in_the_registry_change_the_alerts(tmp_path: Path, registry: Registry) -> None:

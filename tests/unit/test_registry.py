@@ -136,6 +136,14 @@ def test_all_problems_reported_at_once(tmp_path):
      "not be above critical"),
     (lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 0}), "warning", "minimum"),
     (lambda d: topic(d, "llm_usage").update(dead_letters={"page": 1}), "dead_letters", "Additional"),
+    # A batch reader: runs an hour or more apart, no lag thresholds, well inside retention.
+    (lambda d: group(d, "compliance").update(batch={"every": "30m"}), "batch.every", "continuous"),
+    (lambda d: group(d, "compliance").update(lag={"warning": 10, "critical": 20}), "lag",
+     "grows between runs"),
+    (lambda d: group(d, "reporting").update(batch={"every": "25d"}), "batch.every",
+     "billing_events keeps records for 30d"),
+    (lambda d: group(d, "reporting").update(batch={"every": "1 day"}), "batch", "match"),
+    (lambda d: group(d, "reporting").update(batch={}), "batch", "required"),
 ])
 def test_policy_rule_refuses(tmp_path, edit, field, fragment):
     data = hip()
@@ -157,6 +165,9 @@ def test_policy_rule_refuses(tmp_path, edit, field, fragment):
     lambda d: group(d, "billing-agg").update(lag={"warning": 5000, "critical": 50000}),
     lambda d: topic(d, "agent_rpc_metering").update(partitions=4),  # 2 consumers -> max(4, 4)
     lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 3, "critical": 3}),  # equal: pages
+    lambda d: group(d, "reporting").update(batch={"every": "23d"}),  # 28.75d < 30d retention
+    lambda d: group(d, "reporting").update(batch={"every": "1h"}),
+    lambda d: group(d, "reporting").pop("batch"),  # a continuous reader again
 ])
 def test_policy_rule_accepts(tmp_path, edit):
     data = hip()
