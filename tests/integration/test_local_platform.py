@@ -195,8 +195,16 @@ def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform
                      f"{group} lag >= 300 in Prometheus while the job is stopped")
     restart = platform.cli("local", "up", "--only", group, timeout=300)
     assert restart.returncode == 0, restart.stdout + restart.stderr
-    wait_for(lambda: (v := platform.lag(group)) is not None and v < min(100, risen / 3), 240,
-             f"{group} lag to drain below {min(100, risen / 3):.0f} (peak {risen:.0f})")
+    bound = min(100, risen / 3)
+
+    def drained() -> bool:
+        v = platform.lag(group)
+        assert v is not None and v < bound, f"lag {v}"  # wait_for's message shows the last
+        return True
+
+    # A few batches at the demo's ~15 events/s; the bound is for a CI whose first run builds
+    # Kubernetes beside the suite (a cold run had not drained from a peak of 357 after 240 s).
+    wait_for(drained, 420, f"{group} lag to drain below {bound:.0f} (peak {risen:.0f})")
 
 
 # Files that hold secrets on purpose, each 0600 (docs/security.md says what each holds).
