@@ -424,11 +424,16 @@ def test_a_leader_cut_off_from_the_other_brokers_and_its_clients(trio, registry,
                 wait_for(lambda: llm_usage_in_sync(trio) or None, 180,
                          f"broker {victim} in sync from its namespace")
                 count = len(failover.leaders(trio.admin))
-                admin = trio.admin_client()  # must outlive its future
-                admin.elect_leaders(ElectionType.PREFERRED, [
-                    TopicPartition(failover.TOPIC, i) for i in range(count)]).result(timeout=60)
-                written = wait_for(lambda: {p for p, b in failover.leaders(trio.admin).items()
-                                            if b == victim}, 60, f"broker {victim} leading")
+                admin = trio.admin_client()  # must outlive its futures
+
+                def leading() -> set[int]:
+                    # Asked again until it leads: one election went unanswered for 60 s in a
+                    # CI run that was building Pulumi beside the suite.
+                    admin.elect_leaders(ElectionType.PREFERRED, [
+                        TopicPartition(failover.TOPIC, i) for i in range(count)]).result(timeout=30)
+                    return {p for p, b in failover.leaders(trio.admin).items() if b == victim}
+
+                written = wait_for(leading, 180, f"broker {victim} leading")
                 ledger = Ledger()
                 teams = failover.team_keys(written, count, f"team_{ledger.run}")
                 times = send_through_a_cut(net, producer(trio, registry, schemas), ledger,
