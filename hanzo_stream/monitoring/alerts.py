@@ -102,8 +102,12 @@ def stalled_alert(group: Group) -> dict:
         STALLED_RUNBOOK)
 
 
-def _hours(ms: int) -> str:
-    return f"{ms / 3_600_000:g}h"
+def promql_duration(ms: int) -> str:
+    """A PromQL duration, which takes whole numbers only (`offset 1.875h` is a parse error)."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def overdue_alert(group: Group) -> dict:
@@ -112,7 +116,7 @@ def overdue_alert(group: Group) -> dict:
     (a new Prometheus, a new group) the comparison is empty and nothing fires."""
     assert group.batch_every_ms is not None
     sel = _selector(group)
-    overdue, every = _hours(group.batch_overdue_ms), _hours(group.batch_every_ms)
+    overdue, every = promql_duration(group.batch_overdue_ms), promql_duration(group.batch_every_ms)
     return _group_alert(
         "ConsumerRunMissed", group, "warning",
         f"{BY_GROUP} ({EXPORTER_LAG_METRIC}{sel}) > 0 and ({BY_GROUP} ({COMMITTED_METRIC}{sel})"
@@ -328,16 +332,16 @@ def overdue_tests(groups: list[Group]) -> list[dict]:
     firing = [{"exp_labels": r["labels"],
                "exp_annotations": {**r["annotations"], "summary": r["annotations"]["summary"].replace(
                    "{{ $value | humanize }}", _humanize(fired - every))}} for r in rules]
-    names = ", ".join(g.name for g in groups)
+    names, period = ", ".join(g.name for g in groups), promql_duration(groups[0].batch_every_ms)
     return [
-        {"name": f"{names} miss their run after {_hours(groups[0].batch_every_ms)}", "interval": "5m",
+        {"name": f"{names} miss their run after {period}", "interval": "5m",
          "input_series": [*series(runs(2)),
                           *_stall_series("unregistered-group", "t", 0, "7+0x300", "1+1x300")],
          "alert_rule_test": [
              *({"eval_time": at(t), "alertname": name, "exp_alerts": []}
                for t in (every - 1, overdue - 1, overdue + every - 1)),
              {"eval_time": at(fired), "alertname": name, "exp_alerts": firing}]},
-        {"name": f"{names} run every {_hours(groups[0].batch_every_ms)}", "interval": "5m",
+        {"name": f"{names} run every {period}", "interval": "5m",
          "input_series": series(runs(-(-end // every))),
          "alert_rule_test": [{"eval_time": at(t), "alertname": name, "exp_alerts": []}
                              for t in (overdue - 1, overdue + every - 1, fired, end)]},

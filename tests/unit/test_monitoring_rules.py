@@ -174,6 +174,21 @@ def test_batch_readers_are_watched_for_missed_runs_only(registry: Registry) -> N
         assert "offset 30h" in r["expr"] and "every 24h" in r["annotations"]["description"]
 
 
+def test_a_missed_run_alert_for_any_allowed_every_passes_promtool_check(tmp_path: Path,
+                                                                       registry: Registry) -> None:
+    """90m makes an overdue of 112.5 minutes: PromQL wants it as 6750s, not 1.875h."""
+    assert [alerts.promql_duration(ms) for ms in (5_400_000, 6_750_000, 86_400_000, 108_000_000)] \
+        == ["90m", "6750s", "24h", "30h"]
+    odd = dataclasses.replace(registry, groups=tuple(
+        dataclasses.replace(g, batch_every_ms=90 * 60_000) if g.batch_every_ms else g
+        for g in registry.groups))
+    rules = tmp_path / "registry-alerts.yaml"
+    rules.write_text(alerts.render(odd))
+    res = promtool("check", "rules", rules)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "offset 6750s" in rules.read_text()
+
+
 def test_promtool_catches_a_missed_run_alert_without_its_history_clause(
         tmp_path: Path, registry: Registry) -> None:
     """Compared with changes() over the window, a reader whose last run is inside the window
