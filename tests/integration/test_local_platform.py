@@ -202,9 +202,10 @@ def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform
         assert v is not None and v < bound, f"lag {v}"  # wait_for's message shows the last
         return True
 
-    # A few batches at the demo's ~15 events/s; the bound is for a CI whose first run builds
-    # Kubernetes beside the suite (a cold run had not drained from a peak of 357 after 240 s).
-    wait_for(drained, 420, f"{group} lag to drain below {bound:.0f} (peak {risen:.0f})")
+    # A few batches at the demo's ~15 events/s, yet slow in CI: a cold run had not drained
+    # from a peak of 357 after 240 s, and a warm one took 395 s for this whole test. Not
+    # understood yet (the restarted job's first commits?): the bound leaves room until it is.
+    wait_for(drained, 600, f"{group} lag to drain below {bound:.0f} (peak {risen:.0f})")
 
 
 # Files that hold secrets on purpose, each 0600 (docs/security.md says what each holds).
