@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import jars
+from ..jvm import jit_flags
 from . import s3
 from .s3 import S3Access
 from .spec import JobSpec
@@ -110,6 +111,9 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         conf["spark.jars"] = ",".join(str(j) for j in jar_list)
         if conf["spark.master"].startswith("local"):  # nothing of a local job listens off-host
             conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
+            # The driver is the executor: the local JIT (hanzo_stream/jvm.py).
+            if flags := jit_flags(env):
+                conf["spark.driver.extraJavaOptions"] = " ".join(flags)
     else:
         del conf["spark.driver.memory"]
     conf |= spec.spark_conf

@@ -32,6 +32,7 @@ from ..broker_config import (
     to_server_properties,
 )
 from ..connection import Connection
+from ..jvm import java, jit_flags
 from ..secret_files import write_secret
 from ..versions import KAFKA_VERSION
 from .credentials import Credentials
@@ -161,11 +162,6 @@ def _marker(cluster: LocalCluster, n: dict) -> str:
     return str(cluster.node_dir(n["node_id"]) / "server.properties")
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home, "bin", "java")) if home else "java"
-
-
 def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSettings:
     nodes = tuple(Node(n["node_id"], n["host"], n["client_port"], n["internal_port"],
                        n["controller_port"]) for n in cluster.nodes)
@@ -243,7 +239,8 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
         settings = settings_for(cluster, n["node_id"], tls.ca_pem.parent)
         write_secret(props, to_server_properties(broker_config(settings) | secret))
         (d / "log4j2.properties").write_text(LOG4J2)
-        jvm = [_java(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        jvm = [java(), *jit_flags(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
+               "-Djava.awt.headless=true",
                f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
                f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
         if not (d / "data" / "meta.properties").exists():
@@ -469,7 +466,8 @@ def _quorum_tool(cluster: LocalCluster, admin_password: str, args: list[str],
     try:
         write_secret(cfg, text + to_server_properties(props))
         run = subprocess.run(
-            [_java(), "-cp", jars.kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
+            [java(), *jit_flags(), "-cp", jars.kafka_classpath(),
+             "org.apache.kafka.tools.MetadataQuorumCommand",
              "--bootstrap-controller", ",".join(f"127.0.0.1:{n['controller_port']}" for n in cluster.nodes),
              "--command-config", str(cfg), *args], capture_output=True, text=True, timeout=120)
     finally:

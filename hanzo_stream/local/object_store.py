@@ -14,23 +14,18 @@ input (`--properties /dev/stdin`): no properties file holds it and `ps` does not
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from .. import jars, state
 from ..jobs.s3 import S3Access
+from ..jvm import java, jit_flags
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials
 from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
 NAME = state.OBJECT_STORE
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home, "bin", "java")) if home else "java"
 
 
 def access(home: Path, creds: Credentials) -> S3Access:
@@ -65,7 +60,7 @@ def start(home: Path, creds: Credentials, buckets: Iterable[str] = (), port: int
         d.port, d.url = port, f"http://{host}:{port}"
         data = home / "data"
         data.mkdir(parents=True, exist_ok=True)
-        d.spawn([_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        d.spawn([java(), *jit_flags(), "-Xmx256m", "-XX:+UseSerialGC",
                  "-DLOG_LEVEL=warn",
                  "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
                  f"-Djclouds.filesystem.basedir={data}",  # names <home>: the Daemon's marker

@@ -12,7 +12,6 @@ production deployment uses PostgreSQL or kafkasql storage instead, same API.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tarfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from .. import versions
 from ..connection import Connection
+from ..jvm import java, jit_flags
 from ..paths import cache_dir
 from .daemon import Daemon, StartFailed
 from .kafka import free_ports
@@ -31,11 +31,6 @@ NAME = "schema-registry"
 API_PATH = "/apis/ccompat/v7"
 
 __all__ = ["StartFailed", "install", "start", "status", "stop", "url"]
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home, "bin", "java")) if home else "java"
 
 
 def _extract(tar: tarfile.TarFile, dest: Path) -> None:
@@ -108,7 +103,7 @@ def start(home: Path, cluster_conn: Connection | None = None, port: int | None =
     db = home / "db" / "registry"
     db.parent.mkdir(parents=True, exist_ok=True)
     argv = [
-        _java(), f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        java(), *jit_flags(), f"-Xmx{heap_mb}m", "-XX:+UseSerialGC",
         "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={port}",
         "-Dquarkus.http.access-log.enabled=false",
         "-Dapicurio.storage.kind=sql", "-Dapicurio.storage.sql.kind=h2",

@@ -14,6 +14,7 @@ import pytest
 
 from hanzo_stream.client.murmur2 import murmur2, partition
 from hanzo_stream.jars import kafka_classpath
+from hanzo_stream.jvm import java, jit_flags
 
 PARTITION_COUNTS = (1, 4, 8, 16, 7, 1000)
 
@@ -55,7 +56,7 @@ def _keys() -> list[bytes]:
 def java_vectors(tmp_path_factory) -> list[list[int]]:
     d: Path = tmp_path_factory.mktemp("murmur2")
     (d / "Vectors.java").write_text(JAVA)
-    proc = subprocess.run(["java", "-cp", kafka_classpath(), str(d / "Vectors.java")],
+    proc = subprocess.run([java(), *jit_flags(), "-cp", kafka_classpath(), str(d / "Vectors.java")],
                           input="\n".join(k.hex() for k in _keys()) + "\n",
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -24,6 +24,7 @@ import pytest
 
 from hanzo_stream.broker_config import broker_config
 from hanzo_stream.jars import kafka_classpath
+from hanzo_stream.jvm import java, jit_flags
 from infra import broker
 from infra.render import stack_config
 from infra.settings import parse
@@ -39,7 +40,8 @@ def image_setup(env: dict[str, str], tmp: Path) -> tuple[subprocess.CompletedPro
     for d in dirs.values():
         d.mkdir(parents=True)
     proc = subprocess.run(
-        ["java", "-Xmx128m", "-cp", kafka_classpath(), "kafka.docker.KafkaDockerWrapper", "setup",
+        [java(), *jit_flags(), "-Xmx128m", "-cp", kafka_classpath(), "kafka.docker.KafkaDockerWrapper",
+         "setup",
          "--default-configs-dir", str(dirs["default"]), "--mounted-configs-dir",
          str(dirs["mounted"]), "--final-configs-dir", str(dirs["final"])],
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},

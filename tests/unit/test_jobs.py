@@ -209,6 +209,20 @@ def test_session_conf_uses_cached_jars_and_modest_local_defaults(registry, tmp_p
                               env={"HANZO_STREAM_SPARK_MASTER": "local[1]"})["spark.master"] == "local[1]"
 
 
+def test_a_local_driver_starts_with_the_local_jit_and_a_submitted_one_with_its_own(
+        registry, tmp_path, monkeypatch):
+    """Local drivers (local up, the tests) compile with C1 only; bench/ asks for C2; a driver
+    that spark-submit started on Kubernetes is left as production runs it."""
+    monkeypatch.setattr(spark, "connector_jars", lambda: [])
+    spec = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
+    opts = "spark.driver.extraJavaOptions"
+    assert spark.session_conf(spec, env={})[opts] == "-XX:TieredStopAtLevel=1"
+    assert opts not in spark.session_conf(spec, env={"HANZO_STREAM_LOCAL_JIT": "full"})
+    assert opts not in spark.session_conf(spec, env={}, submitted=True)
+    with pytest.raises(ValueError, match="HANZO_STREAM_LOCAL_JIT='c2': use 'quick'"):
+        spark.session_conf(spec, env={"HANZO_STREAM_LOCAL_JIT": "c2"})
+
+
 def test_s3a_archive_gets_endpoint_and_aws_jars(registry, tmp_path, monkeypatch):
     monkeypatch.setattr(spark, "connector_jars", lambda: [Path("/k.jar")])
     monkeypatch.setattr(spark, "s3a_jars", lambda: [Path("/hadoop-aws.jar"), Path("/sdk.jar")])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "hanzo_stream"
 FLOOR = {"versions", "paths", "jars", "connection", "registry", "schemas", "client", "dead_letter",
-         "environment", "state"}
+         "environment", "state", "jvm"}
 
 
 def layer_imports(path: Path) -> tuple[str, set[str]]:
