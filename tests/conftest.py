@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,51 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: item.path.parent.name == "integration" and
                re.match(r"test_kube_\d", item.path.name) is not None)
+
+
+# Where a run's time goes, also when CI cuts it off: each module's start is printed with the
+# time since the session began, and the modules' wall times at the end.
+_clock: dict[str, float] = {}
+
+
+def pytest_sessionstart(session) -> None:
+    _clock["session"] = time.monotonic()
+
+
+def pytest_runtest_logstart(nodeid: str, location) -> None:
+    module = nodeid.split("::")[0]
+    if _clock.get("module") == module:
+        return
+    now = time.monotonic()
+    if "module" in _clock:
+        _modules[_clock["module"]] = _modules.get(_clock["module"], 0.0) + now - _clock["since"]
+    _clock.update(module=module, since=now)
+    reporter = _reporter()
+    if reporter is not None:
+        reporter.write("\n")  # after the progress dots of the module before
+        reporter.write_line(f"[{now - _clock['session']:6.0f} s] {module}")
+
+
+_modules: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if "module" in _clock:
+        _modules[_clock["module"]] = (_modules.get(_clock["module"], 0.0)
+                                      + time.monotonic() - _clock["since"])
+    slow = sorted(_modules.items(), key=lambda kv: -kv[1])[:15]
+    if slow:
+        terminalreporter.write_sep("=", "slowest modules (wall time, set-up and tear-down included)")
+        for module, seconds in slow:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
+
+
+_config: list = []
+
+
+def pytest_configure(config) -> None:
+    _config.append(config)
+
+
+def _reporter():
+    return _config[0].pluginmanager.get_plugin("terminalreporter") if _config else None

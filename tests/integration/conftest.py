@@ -107,10 +107,10 @@ def kafka_cluster(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
         kafka.stop(home / "kafka")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
-    """Three brokers (RF 3, min ISR 2), started on first use by a module that needs
-    replication and shared by all of them (test_failover brings back what it kills)."""
+    """Three brokers (RF 3, min ISR 2) for a module that needs replication. Per module: three
+    idle brokers kept for the rest of a session cost more CPU than a start (~15 s)."""
     home = tmp_path_factory.mktemp("kafka3")
     cluster = start_local(home, registry, brokers=3)
     try:
