@@ -4,7 +4,7 @@ The local platform's JVMs (brokers, Kafka's tools, the schema registry, s3proxy,
 Spark drivers) run on a developer's machine and in the test suite, where each lives for
 minutes and most of its CPU goes to compiling itself. With C1 only
 (`-XX:TieredStopAtLevel=1`) three brokers started, took topics.yaml and idled 30 s on
-47 -> 26 CPU-seconds (24 -> 15 s to start), and a Spark session's start 27 -> 16 (measured on
+69 -> 38 CPU-seconds (ready in 24 -> 15 s), and a Spark session's start 27 -> 16 (measured on
 this machine's 2 cores, docs/local-platform.md). Benchmarks measure what production runs,
 so bench/ sets HANZO_STREAM_LOCAL_JIT=full; Kubernetes pods never read this.
 """

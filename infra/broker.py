@@ -168,7 +168,8 @@ def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Path
     return Rendered(tuple(first), common, per_pod, fmt)
 
 
-def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str) -> list[dict]:
+def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str,
+                  java_options: str = "") -> list[dict]:
     """The broker container's env: shared properties as values, secrets by secretKeyRef."""
     env = [{"name": k, "value": v} for k, v in flavor.to_env(r.common).items()]
     env += [
@@ -179,7 +180,13 @@ def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str) ->
         {"name": JMX_AGENT_ENV, "value": jmx_opts},
         {"name": "LOG_DIR", "value": "/tmp/kafka-logs"},
     ]
-    return env
+    return env + java_opts_env(java_options)
+
+
+def java_opts_env(java_options: str) -> list[dict]:
+    """KAFKA_OPTS for a container's Kafka JVMs; none when empty, so a stack that never sets
+    javaOptions renders the pods it always did (no roll)."""
+    return [{"name": "KAFKA_OPTS", "value": java_options}] if java_options else []
 
 
 def properties_from_env(flavor: Flavor, env: list[dict]) -> dict[str, str]:

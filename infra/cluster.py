@@ -74,6 +74,7 @@ def join_container(s: StackSettings, top: Topology, flavor: Flavor, paths: Paths
                 "name": user_secret(ADMIN), "key": "sasl.jaas.config"}}},
             {"name": "KAFKA_HEAP_OPTS", "value": "-Xms32m -Xmx128m"},  # a CLI, not a broker
             {"name": "LOG_DIR", "value": paths.join_dir},  # kafka-run-class.sh mkdirs it
+            *broker.java_opts_env(s.javaOptions),
         ],
         "readinessProbe": {"exec": {"command": [
             "/bin/sh", "-c", f"test -f {paths.join_dir}/{broker.VOTER_MARKER}"]},
@@ -201,7 +202,8 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
                 script: Any = None) -> dict:
     """The broker StatefulSet. `script`: the broker container's entrypoint when it depends on a
     value known only at deployment (the recorded founding size); default: rendered from `r`."""
-    env = broker.container_env(flavor, r, s.heapOpts, broker.jmx_opts(paths, jmx.file_name))
+    env = broker.container_env(flavor, r, s.heapOpts, broker.jmx_opts(paths, jmx.file_name),
+                               s.javaOptions)
     sel = top.broker_labels
     if script is None:
         script = broker.entrypoint(flavor, top, r, paths)

@@ -281,6 +281,8 @@ def submit_args(s: StackSettings, top: Topology, job: SparkJob) -> list[str]:
         "spark.kubernetes.executor.request.cores": s.sparkExecutorCpuRequest,
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     }
+    if s.javaOptions:
+        conf["spark.driver.extraJavaOptions"] = conf["spark.executor.extraJavaOptions"] = s.javaOptions
     args = ["--master", f"k8s://https://kubernetes.default.svc.{top.cluster_domain}:443",
             "--deploy-mode", "client", "--name", job.name,
             "--driver-memory", s.sparkDriverMemory]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jobs.s3 import S3Access
+from ..jvm import jit_flags
 from ..paths import state_dir
 from .node import Node
 
@@ -62,6 +63,12 @@ LOCAL: dict[str, dict[str, Any]] = {
              "memoryLimit": "1536Mi", "heapOpts": "-Xms512m -Xmx512m", "storageSize": "2Gi",
              **SPARK_LOCAL, **STORE_LOCAL},
 }
+
+
+def local_jvm() -> dict[str, Any]:
+    """The node's JVMs start as the local platform's do (hanzo_stream/jvm.py): brokers and
+    Spark pods on two shared cores spend most of their CPU compiling themselves."""
+    return {"javaOptions": " ".join(jit_flags())}
 
 
 def store_settings(store: S3Access) -> dict[str, Any]:
@@ -183,7 +190,8 @@ class Deployer:
             secrets_provider="passphrase",
             project_settings=auto.ProjectSettings(name=PROJECT, runtime="python"))
         st = auto.create_or_select_stack(name, project_name=PROJECT, program=program, opts=opts)
-        values = {**base_config(env, self.root), **LOCAL[env], **image_settings(self.node),
+        values = {**base_config(env, self.root), **LOCAL[env], **local_jvm(),
+                  **image_settings(self.node),
                   **store_settings(self.node.object_store()), **dict(settings)}
         self.node.ensure_buckets(buckets(values, self.root))
         st.set_all_config({f"{PROJECT}:{k}": auto.ConfigValue(_as_config(v))

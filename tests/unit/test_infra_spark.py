@@ -109,6 +109,35 @@ def test_a_stack_can_cap_executors_and_size_the_driver():
         assert c["resources"]["limits"]["memory"] == f"{768 + 384}Mi"
 
 
+def test_java_options_reach_every_jvm_of_the_stack_and_none_when_unset():
+    """The local Kubernetes stacks start their JVMs with C1 only (hanzo_stream/jvm.py); a
+    stack that never sets javaOptions renders the pods it always did, so nothing rolls."""
+    from .infra_helpers import env_map, join_container, kafka_container
+
+    opts = "-XX:TieredStopAtLevel=1"
+    out = render("prod", (("javaOptions", opts),))
+    assert env_map(kafka_container(out))["KAFKA_OPTS"] == {"name": "KAFKA_OPTS", "value": opts}
+    assert env_map(join_container(out))["KAFKA_OPTS"]["value"] == opts
+    for d in _drivers(out).values():
+        (c,) = d["spec"]["template"]["spec"]["containers"]
+        assert f"spark.driver.extraJavaOptions={opts}" in c["args"]
+        assert f"spark.executor.extraJavaOptions={opts}" in c["args"]
+    plain = render("prod")
+    assert "KAFKA_OPTS" not in env_map(kafka_container(plain))
+    assert "KAFKA_OPTS" not in env_map(join_container(plain))
+    for d in _drivers(plain).values():
+        (c,) = d["spec"]["template"]["spec"]["containers"]
+        assert not any("extraJavaOptions" in a for a in c["args"])
+
+
+def test_the_local_kubernetes_stacks_take_the_local_jit(monkeypatch):
+    from hanzo_stream.kube import deploy
+
+    assert deploy.local_jvm() == {"javaOptions": "-XX:TieredStopAtLevel=1"}
+    monkeypatch.setenv("HANZO_STREAM_LOCAL_JIT", "full")
+    assert deploy.local_jvm() == {"javaOptions": ""}
+
+
 def test_a_driver_keeps_its_embedded_sink_on_a_claim_of_its_own():
     """analytics-ingest's chDB lives in the driver's files while its checkpoint is on shared
     storage: on the pod's disk a restarted driver resumed after the rows it had lost."""
