@@ -60,6 +60,10 @@ VARIABLES: tuple[Variable, ...] = (
              "The Events API routing key pages carry."),
     Variable("HANZO_STREAM_SPARK_MASTER", "jobs run", "Spark master (default `local[2]`)."),
     Variable("HANZO_STREAM_SPARK_LOG_LEVEL", "the Spark jobs", "Spark's log level (default `WARN`)."),
+    Variable("HANZO_STREAM_LOCAL_JIT", "local JVMs (brokers, tools, registry, s3proxy, local "
+             "Spark drivers) and the local Kubernetes stacks' javaOptions",
+             "`quick` (default: C1 only, quick to start) or `full` (C2 too, as production; "
+             "bench/ sets it)."),
     Variable("HANZO_STREAM_CHECKPOINT", "the Spark jobs",
              "The checkpoint location (the Pulumi program sets it per job)."),
     Variable("HANZO_STREAM_JOB", "the Spark drivers (set by the Pulumi program)", "The job's name."),
