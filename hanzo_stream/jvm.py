@@ -6,7 +6,8 @@ minutes and most of its CPU goes to compiling itself. With C1 only
 (`-XX:TieredStopAtLevel=1`) three brokers started, took topics.yaml and idled 30 s on
 69 -> 38 CPU-seconds (ready in 24 -> 15 s), and a Spark session's start 27 -> 16 (measured on
 this machine's 2 cores, docs/local-platform.md). Benchmarks measure what production runs,
-so bench/ sets HANZO_STREAM_LOCAL_JIT=full; Kubernetes pods never read this.
+so bench/ sets HANZO_STREAM_LOCAL_JIT=full. Pods get it only as the local Kubernetes
+stacks' javaOptions (hanzo_stream/kube/deploy.py); other stacks run the JVMs' defaults.
 """
 
 from __future__ import annotations
