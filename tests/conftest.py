@@ -39,47 +39,36 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 # Where a run's time goes, also when CI cuts it off: each module's start is printed with the
 # time since the session began, and the modules' wall times at the end.
-_clock: dict[str, float] = {}
+_clock: dict = {"module": None}
+_modules: dict[str, float] = {}
 
 
 def pytest_sessionstart(session) -> None:
-    _clock["session"] = time.monotonic()
+    _clock.update(session=time.monotonic(),
+                  reporter=session.config.pluginmanager.get_plugin("terminalreporter"))
+
+
+def _close_module(now: float) -> None:
+    if _clock["module"]:
+        _modules[_clock["module"]] = _modules.get(_clock["module"], 0.0) + now - _clock["since"]
 
 
 def pytest_runtest_logstart(nodeid: str, location) -> None:
     module = nodeid.split("::")[0]
-    if _clock.get("module") == module:
+    if _clock["module"] == module:
         return
     now = time.monotonic()
-    if "module" in _clock:
-        _modules[_clock["module"]] = _modules.get(_clock["module"], 0.0) + now - _clock["since"]
+    _close_module(now)
     _clock.update(module=module, since=now)
-    reporter = _reporter()
-    if reporter is not None:
-        reporter.write("\n")  # after the progress dots of the module before
-        reporter.write_line(f"[{now - _clock['session']:6.0f} s] {module}")
-
-
-_modules: dict[str, float] = {}
+    if _clock.get("reporter") is not None:
+        _clock["reporter"].write("\n")  # after the progress dots of the module before
+        _clock["reporter"].write_line(f"[{now - _clock['session']:6.0f} s] {module}")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if "module" in _clock:
-        _modules[_clock["module"]] = (_modules.get(_clock["module"], 0.0)
-                                      + time.monotonic() - _clock["since"])
+    _close_module(time.monotonic())
     slow = sorted(_modules.items(), key=lambda kv: -kv[1])[:15]
     if slow:
         terminalreporter.write_sep("=", "slowest modules (wall time, set-up and tear-down included)")
         for module, seconds in slow:
             terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
-
-
-_config: list = []
-
-
-def pytest_configure(config) -> None:
-    _config.append(config)
-
-
-def _reporter():
-    return _config[0].pluginmanager.get_plugin("terminalreporter") if _config else None
