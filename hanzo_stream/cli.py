@@ -191,6 +191,7 @@ def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle
     except Exception as e:
         from .diagnose import diagnose
 
+        admin.close()
         why = diagnose(conn) or e  # the specific cause (TLS, SASL, credentials), not a timeout
         err.print(f"[red]error:[/red] cannot read the cluster at {conn.bootstrap}: {escape(str(why))}")
         raise typer.Exit(1) from None
@@ -215,7 +216,9 @@ def plan(
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
-    _, p, _, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file, throttle)
+    admin, p, _, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file,
+                           throttle)
+    admin.close()
     if out_file:
         out_file.write_text(p.to_json())
     if json_:
@@ -245,15 +248,21 @@ def apply(
 ) -> None:
     """Make the cluster match the registry. Exit 0 done, 1 error (nothing or part applied),
     130 interrupted (a replica move goes on in the brokers; apply again resumes it)."""
-    from .reconcile import Plan
-    from .reconcile.render import print_plan, print_result, progress_display
-    from .reconcile.run import apply as apply_plan
-
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
     admin, fresh, passwords, opts = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
                                           secrets_file, throttle)
+    with admin:
+        _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_)
+
+
+def _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_) -> None:
+    """apply, once the cluster is read: the saved plan's checks, then the changes."""
+    from .reconcile import Plan
+    from .reconcile.render import print_plan, print_result, progress_display
+    from .reconcile.run import apply as apply_plan
+
     todo = fresh
     if plan_file:
         try:

@@ -126,8 +126,8 @@ def _kafka_status(ctx: Context) -> dict[str, Any]:
 def _reconcile_start(ctx: Context) -> str:
     from ..reconcile import CountingAdmin, reconcile
 
-    plan, result = reconcile(CountingAdmin.connect(ctx.connection()), ctx.registry,
-                             dict(ctx.creds.principals))
+    with CountingAdmin.connect(ctx.connection()) as admin:
+        plan, result = reconcile(admin, ctx.registry, dict(ctx.creds.principals))
     if plan.errors:
         raise RuntimeError("registry plan refused:\n" + "\n".join(plan.errors))
     if not result.ok:
@@ -141,8 +141,8 @@ def _reconcile_status(ctx: Context) -> dict[str, Any]:
 
     if not kafka.is_running(ctx.home / "kafka"):
         return {"converged": None}
-    p = plan(CountingAdmin.connect(ctx.connection()), ctx.registry,
-             Options(available_passwords=frozenset(ctx.creds.principals)))
+    with CountingAdmin.connect(ctx.connection()) as admin:
+        p = plan(admin, ctx.registry, Options(available_passwords=frozenset(ctx.creds.principals)))
     return {"converged": not p.changes and not p.errors, "pending_changes": len(p.changes),
             "topics": len(ctx.registry.topics)}
 

@@ -2,10 +2,11 @@
 
 confluent-kafka's AdminClient does nearly everything. It has no call for Kafka's partition
 reassignments (ListPartitionReassignments, AlterPartitionReassignments, KIP-455) nor for
-DescribeLogDirs: librdkafka knows the API keys but neither it nor the Python binding offers
-them (checked on confluent-kafka 2.16.1, librdkafka 2.16.0). kafka-python 3 has all three as
-public calls, in pure Python, over the same SASL_SSL settings (Connection.kafka_python()), on
-Kafka 3.7 and 4.x alike; it is opened only when a plan or an apply needs one of them.
+DescribeLogDirs, nor for client quotas (DescribeClientQuotas, AlterClientQuotas, KIP-546):
+librdkafka knows the API keys but neither it nor the Python binding offers them (checked on
+confluent-kafka 2.16.1, librdkafka 2.16.0). kafka-python 3 has the first three as public calls
+and the quota requests as protocol classes, in pure Python, over the same SASL_SSL settings
+(Connection.kafka_python()), on Kafka 3.7 and 4.x alike. It is opened on first use.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ..connection import Connection
 TP = tuple[str, int]
 MUTATING = {"create_topics", "create_partitions", "incremental_alter_configs", "create_acls",
             "delete_acls", "alter_user_scram_credentials", "delete_topics",
-            "alter_partition_reassignments", "elect_leaders"}
+            "alter_partition_reassignments", "elect_leaders", "alter_client_quotas"}
+USER = "user"  # the quota entity type of a principal (kafka-configs.sh --entity-type users)
 
 
 class CountingAdmin:
@@ -108,7 +110,64 @@ class CountingAdmin:
                             sizes[key] = max(sizes.get(key, 0), p["partition_size"])
         return sizes
 
+    @property
+    def can_reach_kafka_python(self) -> bool:
+        return self._conn is not None
+
+    def _send(self, request: Any) -> Any:
+        """One protocol request to any broker (KRaft brokers forward quota changes to the
+        controller). kafka-python's own mixins send this way; it has no public call yet."""
+        kp = self._reassigner()
+
+        async def send() -> Any:
+            return await kp._manager.send(request)
+
+        return kp._manager.run(send)
+
+    def user_quotas(self) -> dict[str, dict[str, float]]:
+        """Every quota set on a named user entity alone (no client-id part, not the default):
+        user -> {key: value}. Raises kafka.errors.ClusterAuthorizationFailedError without
+        DESCRIBE_CONFIGS on the cluster."""
+        import kafka.errors as errors
+        from kafka.protocol.admin import DescribeClientQuotasRequest as Req
+
+        self.calls["describe_client_quotas"] += 1
+        answer = self._send(Req(components=[Req.ComponentData(entity_type=USER, match_type=2,
+                                                              match=None)], strict=True))
+        if answer.error_code:
+            raise errors.for_code(answer.error_code)(answer.error_message or "")
+        return {e.entity[0].entity_name: {v.key: v.value for v in e.values}
+                for e in answer.entries or () if len(e.entity) == 1}
+
+    def alter_user_quotas(self, wanted: Mapping[str, Mapping[str, float | None]],
+                          validate_only: bool = False) -> dict[str, tuple[int, str] | None]:
+        """Set (a value) or remove (None) quota keys of users; per user, None or the error's
+        (Kafka error code, message)."""
+        from kafka.protocol.admin import AlterClientQuotasRequest as Req
+
+        self.calls["validate" if validate_only else "alter_client_quotas"] += 1
+        answer = self._send(Req(validate_only=validate_only, entries=[
+            Req.EntryData(entity=[Req.EntryData.EntityData(entity_type=USER, entity_name=user)],
+                          ops=[Req.EntryData.OpData(key=k, value=v or 0.0, remove=v is None)
+                               for k, v in sorted(ops.items())])
+            for user, ops in sorted(wanted.items())]))
+        import kafka.errors as errors
+
+        out: dict[str, tuple[int, str] | None] = {u: (-1, "no answer from the broker") for u in wanted}
+        for e in answer.entries:
+            out[e.entity[0].entity_name] = (e.error_code, e.error_message or errors.for_code(
+                e.error_code).__name__) if e.error_code else None
+        return out
+
+    def __enter__(self) -> CountingAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Close the kafka-python bridge (its I/O thread would otherwise outlive the caller);
+        the counters stay readable and the bridge reopens if asked again."""
         if self._kp is not None:
             self._kp.close()
             self._kp = None

@@ -47,6 +47,7 @@ from .changes import (
     DeleteTopic,
     RaiseReplication,
     RotateScramPassword,
+    SetUserQuotas,
 )
 from .observe import client_resource_type
 from .plan import MIN_ISR, Plan
@@ -216,6 +217,10 @@ def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
         owner[name] = next(c for c in moves if c.topic == name)
     for (_, name), msg in _alter_configs(admin, per_topic, validate_only=True).items():
         note(f"{owner[name].KIND} {owner[name].describe()}", msg)
+    if quotas := plan.of(SetUserQuotas):
+        answers = _alter_quotas(admin, quotas, validate_only=True)
+        for c in quotas:
+            note(f"{c.KIND} {c.describe()}", answers[c.user])
     if moves:
         brokers = {b for c in moves for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
         for (_, b), msg in _alter_configs(admin, _broker_rates(brokers, moves[0].throttle),
@@ -281,6 +286,31 @@ def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPasswor
             [UserScramCredentialUpsertion(c.user, info, env.passwords[c.user].encode()) for c in ready],
             request_timeout=TIMEOUT)
         _collect(result, ready, futures, lambda c: c.user)
+
+
+def _alter_quotas(admin: CountingAdmin, changes: list[SetUserQuotas],
+                  validate_only: bool = False) -> dict[str, str | None]:
+    """user -> None or the error: a SetUserQuotas holds a dict, so it cannot be a key."""
+    import kafka.errors
+
+    try:
+        answers = admin.alter_user_quotas({c.user: {k: v.after for k, v in c.quotas.items()}
+                                           for c in changes}, validate_only=validate_only)
+    except kafka.errors.KafkaError as e:
+        return {c.user: f"{type(e).__name__}: {e}" for c in changes}
+
+    def message(answer: tuple[int, str] | None) -> str | None:
+        if answer is None:
+            return None
+        code, text = answer
+        return Denied(text) if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED else text
+
+    return {c.user: message(answers.get(c.user)) for c in changes}
+
+
+def _set_quotas(admin: Any, changes: list[SetUserQuotas], result: Result, env: Env) -> None:
+    answers = _alter_quotas(admin, changes)
+    _record(result, changes, lambda c: answers[c.user])
 
 
 def _delete_topics(admin: Any, changes: list[DeleteTopic], result: Result, env: Env) -> None:
@@ -427,7 +457,7 @@ HANDLERS: dict[type[Change], Handler] = {
     CreateTopic: _create_topics, AddPartitions: _add_partitions,
     AlterTopicConfigs: _alter_topic_configs, CreateAcl: _create_acls, DeleteAcl: _delete_acls,
     CreateScramUser: _upsert_scram, RotateScramPassword: _upsert_scram,
-    DeleteTopic: _delete_topics, RaiseReplication: _raise_replication,
+    SetUserQuotas: _set_quotas, DeleteTopic: _delete_topics, RaiseReplication: _raise_replication,
     ClearThrottle: _clear_throttles,
 }
 

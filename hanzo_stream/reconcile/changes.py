@@ -241,11 +241,29 @@ class RotateScramPassword(_UserChange):
     KIND: ClassVar[str] = "scram.rotate"
 
 
+@dataclass(frozen=True)
+class SetUserQuotas(_UserChange):
+    """Set (after = value) or remove (after = None) client quotas of a user entity."""
+
+    KIND: ClassVar[str] = "quota.user"
+    quotas: dict[str, Diff[float]]
+
+    def describe(self) -> str:
+        return f"client quotas of {self.user}: " + ", ".join(
+            f"{k}: {_fmt(_quota(v.before))} -> {_fmt(_quota(v.after))}"
+            for k, v in sorted(self.quotas.items()))
+
+
+def _quota(v: float | None) -> int | float | None:
+    """1048576.0 as 1048576: Kafka keeps every quota as a double; the registry writes integers."""
+    return int(v) if v is not None and v == int(v) else v
+
+
 #: Apply runs the batches in this order. Replication comes last: it waits for data to copy,
 #: and nothing quick (a new service's ACLs) should wait behind it.
 CHANGE_TYPES: tuple[type[Change], ...] = (
     CreateTopic, AddPartitions, AlterTopicConfigs, CreateAcl, DeleteAcl, CreateScramUser,
-    RotateScramPassword, DeleteTopic, RaiseReplication, ClearThrottle)
+    RotateScramPassword, SetUserQuotas, DeleteTopic, RaiseReplication, ClearThrottle)
 ORDER = tuple(c.KIND for c in CHANGE_TYPES)
 BY_KIND = {c.KIND: c for c in CHANGE_TYPES}
 

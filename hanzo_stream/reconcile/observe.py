@@ -1,11 +1,11 @@
 """Read the live cluster in a handful of cluster-wide calls.
 
 One metadata call for every topic, one DescribeConfigs for all of them, one DescribeAcls
-with a match-anything filter, one DescribeUserScramCredentials: a plan costs four round
-trips whether the cluster has ten topics or ten thousand. Only when a partition has replicas
-out of sync, or a topic carries the reconciler's throttle (the marks of a running move), is
-ListPartitionReassignments asked too, and
-only for the topics a plan would move are sizes read (observe_moves).
+with a match-anything filter, one DescribeUserScramCredentials, one DescribeClientQuotas for
+every user: a plan costs five round trips whether the cluster has ten topics or ten thousand.
+Only when a partition has replicas out of sync, or a topic carries the reconciler's throttle
+(the marks of a running move), is ListPartitionReassignments asked too, and only for the
+topics a plan would move are sizes read (observe_moves).
 """
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ class ClusterState:
     acls: frozenset[Acl]
     scram_users: dict[str, frozenset[str]]  # user -> mechanisms
     brokers: tuple[int, ...] = ()
+    # user -> {quota key: value}; None: not readable (no DESCRIBE_CONFIGS on the cluster, or an
+    # admin without the kafka-python bridge), and then a registry's quotas cannot be planned
+    quotas: dict[str, dict[str, float]] | None = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A digest of everything a plan depends on; a saved plan is only valid against it.
@@ -85,6 +88,8 @@ class ClusterState:
             "scram": {u: sorted(m) for u, m in sorted(self.scram_users.items())},
             "brokers": sorted(self.brokers),
         }
+        if self.quotas:  # absent when none are set, so a cluster without quotas keeps its digest
+            doc["quotas"] = {u: dict(sorted(q.items())) for u, q in sorted(self.quotas.items())}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -153,7 +158,19 @@ def observe(admin: CountingAdmin | Any) -> ClusterState:
     scram = admin.describe_user_scram_credentials(request_timeout=TIMEOUT).result()
     users = {u: frozenset(_enum(i.mechanism).replace("_", "-") for i in d.scram_credential_infos)
              for u, d in scram.items()}
-    return ClusterState(topics, acls, users, tuple(sorted(md.brokers)))
+    return ClusterState(topics, acls, users, tuple(sorted(md.brokers)), _quotas(admin))
+
+
+def _quotas(admin: Any) -> dict[str, dict[str, float]] | None:
+    import kafka.errors
+
+    counting = _counting(admin)
+    if not counting.can_reach_kafka_python:
+        return None
+    try:
+        return counting.user_quotas()
+    except kafka.errors.ClusterAuthorizationFailedError:
+        return None
 
 
 def _counting(admin: Any) -> CountingAdmin:

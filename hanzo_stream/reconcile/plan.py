@@ -8,6 +8,9 @@ Ownership rules (docs/reconciler.md):
 - ACLs: compared as sets for the principals the registry declares; other principals'
   ACLs are left alone unless --allow-delete;
 - SCRAM users: created when missing; passwords are rotated only with --rotate-passwords;
+- client quotas: of each declared principal's user entity, set and removed to match its
+  `quotas:`; other users' quotas are left alone unless --allow-delete; client-id and default
+  entities are never touched;
 - replication: a topic's factor (its own, or the registry's profile) only grows, as a throttled
   reassignment (replication.py); min.insync.replicas follows it, rising only after the move.
 """
@@ -35,6 +38,7 @@ from .changes import (
     Diff,
     RaiseReplication,
     RotateScramPassword,
+    SetUserQuotas,
     from_dict,
 )
 from .observe import KAFKA_OWN_REPLICATED, ClusterState, TopicState, is_internal
@@ -201,6 +205,8 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                      f"HANZO_STREAM_PASSWORD_{missing[0].upper().replace('-', '_')}) or "
                      "--secrets-file")
 
+    _plan_quotas(reg, state, opts, changes, errors, notes)
+
     if opts.allow_delete:
         if len(strays) > opts.max_deletions:
             errors.append(
@@ -213,6 +219,31 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
     changes.sort(key=lambda c: (ORDER.index(c.KIND), c.target,
                                 json.dumps(c.to_dict(), sort_keys=True)))
     return Plan(changes, errors, notes, state.fingerprint(), reg.path)
+
+
+def _plan_quotas(reg: Registry, state: ClusterState, opts: Options, changes: list[Change],
+                 errors: list[str], notes: list[str]) -> None:
+    declared = {p.name: dict(p.quotas) for p in reg.principals}
+    if state.quotas is None:
+        if any(declared.values()):
+            errors.append(f"{reg.path}: principals[].quotas: the cluster's client quotas could not "
+                          "be read, so they cannot be compared. Fix: plan as a principal with "
+                          "DESCRIBE_CONFIGS on the cluster (admin; registry-planner has it once "
+                          "an apply has granted it)")
+        return
+    for user, want in sorted(declared.items()):
+        have = state.quotas.get(user, {})
+        diff = {k: Diff(have.get(k), want.get(k)) for k in sorted(set(want) | set(have))
+                if have.get(k) != want.get(k)}
+        if diff:
+            changes.append(SetUserQuotas(user, diff))
+    others = sorted(u for u in state.quotas if u not in declared)
+    if others and opts.allow_delete:
+        changes.extend(SetUserQuotas(u, {k: Diff(v, None) for k, v in sorted(state.quotas[u].items())})
+                       for u in others)
+    elif others:
+        notes.append(f"client quotas of {len(others)} user(s) not in the registry left alone "
+                     f"(delete with --allow-delete): {', '.join(others[:10])}")
 
 
 def _check_replication(reg: Registry, state: ClusterState, want: dict[str, tuple[int, int]],

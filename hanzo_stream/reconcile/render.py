@@ -18,7 +18,8 @@ from .changes import ORDER, Change, RaiseReplication
 from .plan import Plan
 from .replication import estimate_seconds, human_bytes
 
-HEADINGS = {"topic": "Topics", "replication": "Replication", "acl": "ACLs", "scram": "SCRAM users"}
+HEADINGS = {"topic": "Topics", "replication": "Replication", "acl": "ACLs", "scram": "SCRAM users",
+            "quota": "Client quotas"}
 STYLE = {"+": "green", "~": "yellow", "-": "red"}
 MOVES_SHOWN = 24  # per topic; the JSON plan has them all
 

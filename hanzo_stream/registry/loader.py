@@ -226,6 +226,12 @@ def _schema_fix(err: jsonschema.ValidationError) -> str:
         return f"use one of: {', '.join(map(str, err.validator_value))}"
     if err.validator == "type":
         return f"use a value of type {err.validator_value}"
+    if err.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        word = {"minimum": "at least", "exclusiveMinimum": "above",
+                "maximum": "at most", "exclusiveMaximum": "below"}[err.validator]
+        return f"use a value {word} {err.validator_value}"
+    if err.validator == "minProperties":
+        return "list at least one key, or remove the empty mapping"
     return "see docs/registry.md for the field's format"
 
 
@@ -307,7 +313,9 @@ def _build(data: dict, file: str) -> Registry:
         grants.append(ExtraGrant(a["principal"], tuple(a["operations"]), kind, name, pattern))
     return Registry(
         path=file,
-        principals=tuple(Principal(p["name"], p.get("description", "")) for p in data["principals"]),
+        principals=tuple(Principal(p["name"], p.get("description", ""),
+                                   tuple(sorted((k, float(v)) for k, v in p.get("quotas", {}).items())))
+                         for p in data["principals"]),
         topics=topics,
         groups=groups,
         extra_grants=tuple(grants),

@@ -23,10 +23,17 @@ DEFAULT_DEAD_LETTERS_WARNING = 1
 DEFAULT_DEAD_LETTERS_CRITICAL = 100
 
 
+#: Kafka's client quota keys (kafka-configs.sh --entity-type users), in its own words. Byte
+#: rates are per broker; request_percentage is of one I/O and network thread per broker.
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+              "controller_mutation_rate")
+
+
 @dataclass(frozen=True)
 class Principal:
     name: str
     description: str = ""
+    quotas: tuple[tuple[str, float], ...] = ()  # (QUOTA_KEYS key, value), sorted by key
 
     @property
     def kafka_principal(self) -> str:

@@ -51,8 +51,10 @@ PRINCIPALS = (
         + (("GROUP", SCHEMA_REGISTRY_GROUP, "READ"), ("GROUP", SCHEMA_REGISTRY_GROUP, "DESCRIBE"))),
     PlatformPrincipal(
         REGISTRY_PLANNER,
-        "pull-request plan: reads topics, their configs, ACLs and SCRAM users; changes nothing",
+        "pull-request plan: reads topics, their configs, ACLs, SCRAM users and client quotas; "
+        "changes nothing",
         (("TOPIC", EVERY, "DESCRIBE"), ("TOPIC", EVERY, "DESCRIBE_CONFIGS"),
-         ("CLUSTER", CLUSTER, "DESCRIBE"))),
+         ("CLUSTER", CLUSTER, "DESCRIBE"),  # ACLs, SCRAM users
+         ("CLUSTER", CLUSTER, "DESCRIBE_CONFIGS"))),  # client quotas (and broker configs)
 )
 NAMES = frozenset(p.name for p in PRINCIPALS)

@@ -125,7 +125,8 @@ def apply_registry(cluster: Cluster, registry: Registry, more_passwords: dict[st
 
     admin = cluster.counting_admin()
     passwords = dict(cluster.creds.principals) | (more_passwords or {})
-    plan, result = reconcile(admin, registry, passwords)
+    with admin:  # closes the kafka-python bridge; its counters stay readable
+        plan, result = reconcile(admin, registry, passwords)
     assert not plan.errors, plan.errors
     assert result.ok, result.failed
     return plan, result, admin

@@ -72,7 +72,9 @@ def test_converged_apply_makes_zero_mutating_calls(hip_cluster, registry):
     plan, result, admin = apply_registry(hip_cluster, registry)
     assert plan.changes == [] and result.applied == []
     assert admin.mutations == 0
-    assert sum(admin.calls.values()) == 4  # list_topics, describe_configs, describe_acls, scram
+    assert set(admin.calls) == {"list_topics", "describe_configs", "describe_acls",
+                                "describe_user_scram_credentials", "describe_client_quotas"}
+    assert sum(admin.calls.values()) == 5
 
 
 def test_cli_plan_exit_codes(hip_cluster, tmp_path):
@@ -435,3 +437,67 @@ def test_replication_factor_grows_by_a_throttled_reassignment_that_resumes(kafka
     print(f"\nreplication 1 -> 3: {planned.bytes} bytes copied at {throttle} B/s per broker, "
           f"{took:.1f} s from the first apply to the end (interrupted at {interrupted_at:.1f} s, "
           f"resumed at {resumed_at:.1f} s)")
+
+
+def test_client_quotas_are_applied_enforced_read_by_the_planner_and_removed(hip_cluster, tmp_path):
+    """A principal's `quotas:` reach the broker: the plan shows them, apply sets them, the
+    broker throttles a producer above its producer_byte_rate, the pull-request planner reads
+    them (no diff), and taking them out of the registry takes them off the cluster."""
+    from confluent_kafka import Producer
+
+    rate = 64 * 1024  # bytes/s per broker
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["principals"].append({"name": "quota-probe",
+                               "quotas": {"producer_byte_rate": rate, "request_percentage": 200}})
+    data["topics"].append({"name": "quota_probe", "partitions": 4, "retention": "1h",
+                           "key": "team_id", "producers": ["quota-probe"]})
+    reg = tmp_path / "topics.yaml"
+    reg.write_text(yaml.safe_dump(data))
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps(hip_cluster.creds.principals | {"quota-probe": "quota-probe-pw-1"}))
+    args = ("--registry", str(reg), "--secrets-file", str(secrets))
+    counting = hip_cluster.counting_admin()
+    try:
+        code, output = cli(hip_cluster, "plan", "--json", *args)
+        assert code == 2, output
+        (quota,) = [c for c in json.loads(output)["changes"] if c["kind"] == "quota.user"]
+        assert quota["target"] == "quota-probe" and quota["quotas"] == {
+            "producer_byte_rate": {"before": None, "after": rate},
+            "request_percentage": {"before": None, "after": 200}}
+        code, output = cli(hip_cluster, "apply", *args)
+        assert code == 0, output
+        assert observe(counting).quotas["quota-probe"] == {"producer_byte_rate": rate,
+                                                           "request_percentage": 200}
+        code, output = cli(hip_cluster, "plan", *args, principal=platform.REGISTRY_PLANNER)
+        assert code == 0, output  # read the quotas (DESCRIBE_CONFIGS on the cluster), no diff
+
+        throttled_ms: list[int] = []
+        conn = dataclasses.replace(hip_cluster.as_("admin"), username="quota-probe",
+                                   password="quota-probe-pw-1")
+        producer = Producer(conn.confluent() | {"statistics.interval.ms": 500, "stats_cb": lambda s: (
+            throttled_ms.extend(b["throttle"]["max"] for b in json.loads(s)["brokers"].values()))})
+        # A new client's rate is measured over the quota's whole window (quota.window.num - 1 =
+        # 10 one-second samples), so its first 10 s worth pass unthrottled; 16 s worth takes ~6 s.
+        record, total = os.urandom(16 * 1024), 16 * rate
+        started = time.monotonic()
+        for _ in range(total // len(record)):
+            producer.produce("quota_probe", record, key=b"team_1")
+            producer.poll(0)
+        assert producer.flush(120) == 0
+        took = time.monotonic() - started
+        producer.poll(1)  # one more statistics report
+        print(f"\n{total // 1024} KiB at a {rate // 1024} KiB/s quota: {took:.1f} s, broker "
+              f"throttle up to {max(throttled_ms, default=0)} ms")
+        assert took >= 3, took  # unthrottled it takes well under a second
+        assert max(throttled_ms, default=0) > 0
+
+        data["principals"][-1].pop("quotas")
+        reg.write_text(yaml.safe_dump(data))
+        code, output = cli(hip_cluster, "apply", *args)
+        assert code == 0, output
+        assert "quota-probe" not in observe(counting).quotas
+        assert cli(hip_cluster, "plan", *args)[0] == 0
+    finally:  # the session's broker outlives this module: no quota may stay behind
+        counting.alter_user_quotas({"quota-probe": {k: None for k in ("producer_byte_rate",
+                                                                      "request_percentage")}})
+        counting.close()

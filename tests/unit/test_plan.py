@@ -7,6 +7,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from hanzo_stream.reconcile import ClusterState, Options, Plan, make_plan
 from hanzo_stream.reconcile.changes import (
@@ -21,8 +22,10 @@ from hanzo_stream.reconcile.changes import (
     Diff,
     RaiseReplication,
     RotateScramPassword,
+    SetUserQuotas,
 )
 from hanzo_stream.reconcile.observe import TopicState
+from hanzo_stream.reconcile.render import print_plan
 from hanzo_stream.registry.model import Acl, Registry
 
 ALL_PW = Options(available_passwords=frozenset({"x"}))
@@ -56,6 +59,7 @@ def simulate(state: ClusterState, plan: Plan) -> ClusterState:
     topics = dict(state.topics)
     acls = set(state.acls)
     users = dict(state.scram_users)
+    quotas = {u: dict(q) for u, q in (state.quotas or {}).items()}
     for c in plan.changes:
         match c:
             case CreateTopic():
@@ -83,9 +87,15 @@ def simulate(state: ClusterState, plan: Plan) -> ClusterState:
                 acls.discard(c.acl)
             case CreateScramUser() | RotateScramPassword():
                 users[c.user] = frozenset({"SCRAM-SHA-512"})
+            case SetUserQuotas():
+                q = quotas.setdefault(c.user, {})
+                for k, v in c.quotas.items():
+                    q.pop(k) if v.after is None else q.__setitem__(k, v.after)
+                if not q:
+                    quotas.pop(c.user)
             case DeleteTopic():
                 topics.pop(c.topic)
-    return ClusterState(topics, frozenset(acls), users, state.brokers)
+    return ClusterState(topics, frozenset(acls), users, state.brokers, quotas)
 
 
 def converged(registry: Registry) -> ClusterState:
@@ -198,6 +208,56 @@ def test_fingerprint_tracks_cluster_changes(registry):
     assert a.fingerprint() == converged(registry).fingerprint() != b.fingerprint()
 
 
+def with_quotas(registry: Registry, **per_user: dict) -> Registry:
+    return dataclasses.replace(registry, principals=tuple(
+        dataclasses.replace(p, quotas=tuple(sorted((k, float(v)) for k, v in
+                                                   per_user.get(p.name.replace("-", "_"), {}).items())))
+        for p in registry.principals))
+
+
+def test_quotas_are_set_changed_and_removed_for_declared_principals_only(registry):
+    reg = with_quotas(registry, llm_gateway={"producer_byte_rate": 1048576, "request_percentage": 50})
+    state = dataclasses.replace(converged(registry), quotas={
+        "llm-gateway": {"producer_byte_rate": 2097152.0, "consumer_byte_rate": 4096.0},
+        "iam-service": {"consumer_byte_rate": 8192.0},  # declared, with no quotas: removed
+        "stranger": {"producer_byte_rate": 1024.0}})  # not in the registry: left alone
+    plan = make_plan(reg, state, ALL_PW)
+    assert {c.user: c.quotas for c in plan.of(SetUserQuotas)} == {
+        "llm-gateway": {"producer_byte_rate": Diff(2097152.0, 1048576.0),
+                        "consumer_byte_rate": Diff(4096.0, None),
+                        "request_percentage": Diff(None, 50.0)},
+        "iam-service": {"consumer_byte_rate": Diff(8192.0, None)}}
+    assert any("quotas of 1 user(s) not in the registry left alone" in n and "stranger" in n
+               for n in plan.notes)
+    assert "llm-gateway: consumer_byte_rate: 4096 -> (unset)" in " ".join(
+        c.describe() for c in plan.of(SetUserQuotas)).replace("client quotas of ", "")
+    after = simulate(state, plan)
+    assert after.quotas == {"llm-gateway": {"producer_byte_rate": 1048576.0, "request_percentage": 50.0},
+                            "stranger": {"producer_byte_rate": 1024.0}}
+    assert make_plan(reg, after, ALL_PW).changes == []
+    wiped = make_plan(reg, after, dataclasses.replace(ALL_PW, allow_delete=True))
+    assert [(c.user, c.quotas) for c in wiped.of(SetUserQuotas)] == [
+        ("stranger", {"producer_byte_rate": Diff(1024.0, None)})]
+    assert Plan.from_json(plan.to_json()).changes == plan.changes
+    console = Console(record=True, width=200)
+    print_plan(plan, console)
+    text = console.export_text()
+    assert "Client quotas" in text
+    assert "~ client quotas of llm-gateway: consumer_byte_rate: 4096 -> (unset), producer_byte_rate: " \
+           "2097152 -> 1048576, request_percentage: (unset) -> 50" in text
+
+
+def test_quotas_that_cannot_be_read_refuse_the_plan_only_when_declared(registry):
+    unread = dataclasses.replace(converged(registry), quotas=None)
+    assert make_plan(registry, unread, ALL_PW).changes == []
+    refused = make_plan(with_quotas(registry, llm_gateway={"producer_byte_rate": 4096}), unread, ALL_PW)
+    (error,) = refused.errors
+    assert "principals[].quotas" in error and "DESCRIBE_CONFIGS" in error and "Fix:" in error
+    # the digest a saved plan is checked against: quotas count once there are any
+    assert unread.fingerprint() == converged(registry).fingerprint() != dataclasses.replace(
+        unread, quotas={"x": {"producer_byte_rate": 1024.0}}).fingerprint()
+
+
 # Property: whatever the starting cluster, planning after applying a plan yields nothing.
 names = st.sampled_from(["events_plugin_ingestion", "llm_usage", "audit_log", "stray_one", "dead_letter"])
 topic_states = st.builds(
@@ -208,16 +268,22 @@ topic_states = st.builds(
 acls = st.builds(Acl, st.sampled_from(["User:llm-gateway", "User:iam-service", "User:*", "User:x"]),
                  st.sampled_from(["TOPIC", "GROUP"]), st.sampled_from(["llm_usage", "audit_log"]),
                  st.just("LITERAL"), st.sampled_from(["READ", "WRITE", "DESCRIBE"]))
+quota_values = st.dictionaries(st.sampled_from(["producer_byte_rate", "consumer_byte_rate",
+                                                "request_percentage"]),
+                               st.sampled_from([1024.0, 1048576.0, 50.0]), min_size=1)
 states = st.builds(
-    lambda ts, a, u: ClusterState({t.name: t for t in ts}, frozenset(a),
-                                  {x: frozenset({"SCRAM-SHA-512"}) for x in u}, (1,)),
+    lambda ts, a, u, q: ClusterState({t.name: t for t in ts}, frozenset(a),
+                                     {x: frozenset({"SCRAM-SHA-512"}) for x in u}, (1,), q),
     st.lists(topic_states, max_size=5), st.sets(acls, max_size=8),
-    st.sets(st.sampled_from(["llm-gateway", "iam-service", "stranger"]), max_size=3))
+    st.sets(st.sampled_from(["llm-gateway", "iam-service", "stranger"]), max_size=3),
+    st.dictionaries(st.sampled_from(["llm-gateway", "insights-capture", "stranger"]), quota_values,
+                    max_size=3))
 
 
 @settings(max_examples=300, deadline=None)
 @given(states, st.booleans())
 def test_apply_then_plan_is_empty(registry, state, allow_delete):
+    registry = with_quotas(registry, llm_gateway={"producer_byte_rate": 1048576, "request_percentage": 50})
     opts = Options(allow_delete=allow_delete, max_deletions=10, available_passwords=frozenset({"x"}))
     plan = make_plan(registry, state, opts)
     if plan.errors:  # refused plans change nothing; only partition decreases refuse here

@@ -215,3 +215,29 @@ def test_a_versioned_group_name_is_refused_with_the_name_to_use(tmp_path):
     group(data, "billing-agg")["name"] = "billing-agg-v2"
     (p,) = [p for p in problems(tmp_path, data) if "version or instance" in p.message]
     assert p.field == "groups[billing-agg-v2].name" and "'billing-agg'" in p.fix
+
+
+def test_quotas_are_read_in_kafkas_words(tmp_path):
+    data = hip()
+    data["principals"][1]["quotas"] = {"producer_byte_rate": 1048576, "request_percentage": 25}
+    reg = load(tmp_path, data)
+    p = next(p for p in reg.principals if p.name == data["principals"][1]["name"])
+    assert p.quotas == (("producer_byte_rate", 1048576.0), ("request_percentage", 25.0))
+    assert all(q.quotas == () for q in reg.principals if q is not p)
+
+
+@pytest.mark.parametrize(("quotas", "field", "fix"), [
+    ({"producer_rate": 1048576}, "quotas", "allowed keys: consumer_byte_rate, controller_mutation_rate"),
+    ({"producer_byte_rate": 100}, "quotas.producer_byte_rate", "at least 1024"),
+    ({"consumer_byte_rate": "10MB"}, "quotas.consumer_byte_rate", "of type integer"),
+    ({"request_percentage": 0}, "quotas.request_percentage", "above 0"),
+    ({}, "quotas", "at least one key"),
+])
+def test_a_bad_quota_names_the_principal_the_key_and_the_fix(tmp_path, quotas, field, fix):
+    data = hip()
+    name = data["principals"][1]["name"]
+    data["principals"][1]["quotas"] = quotas
+    (p,) = problems(tmp_path, data)
+    assert p.file.endswith("topics.yaml") and p.line > 1
+    assert p.field == f"principals[{name}].{field}", p
+    assert fix in p.fix, p
