@@ -20,6 +20,9 @@ from . import platform
 from .model import DeadLetterThresholds, ExtraGrant, Group, LagThresholds, Principal, Registry, Topic
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: LibYAML's parser (bundled with PyYAML's wheels) where present: same events, nodes and marks as
+#: the pure-Python one, ~10x faster (a 10,000-topic registry is read twice: checks, then nodes).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def _refuse_yaml_features(text: str, file: str) -> None:
         raise RegistryInvalid(problems)
     depth = 0
     try:
-        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+        for ev in yaml.parse(text, Loader=_LOADER):
             line = ev.start_mark.line + 1
             if isinstance(ev, yaml.AliasEvent):
                 problems.append(Problem(file, line, "(yaml)", f"alias *{ev.anchor} is not allowed",
@@ -127,7 +130,7 @@ def _compose_with_lines(text: str, file: str) -> tuple[Any, dict[Path_, int]]:
     plain scalars and appear once; no string may hide characters from its reviewer."""
     _refuse_yaml_features(text, file)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.YAMLError as e:
         raise RegistryInvalid([_yaml_problem(e, file)]) from None
     lines: dict[Path_, int] = {}
