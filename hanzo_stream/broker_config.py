@@ -26,6 +26,7 @@ class Node:
     client_port: int = 9093
     internal_port: int = 9094
     controller_port: int = 9095
+    rack: str = ""  # broker.rack (its zone): the reconciler spreads each partition over racks
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,8 @@ def broker_config(s: BrokerSettings) -> dict[str, str]:
         lx = f"listener.name.{x.name.lower()}"
         cfg[f"{lx}.sasl.enabled.mechanisms"] = ",".join(s.client_mechanisms)
         cfg[f"{lx}.ssl.keystore.location"] = x.keystore_pem
+    if me.rack:
+        cfg["broker.rack"] = me.rack
     cfg.update(dict(s.extra))
     return cfg
 

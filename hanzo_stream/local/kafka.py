@@ -164,7 +164,7 @@ def _marker(cluster: LocalCluster, n: dict) -> str:
 
 def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSettings:
     nodes = tuple(Node(n["node_id"], n["host"], n["client_port"], n["internal_port"],
-                       n["controller_port"]) for n in cluster.nodes)
+                       n["controller_port"], n.get("rack", "")) for n in cluster.nodes)
     extra: tuple[ExtraListener, ...] = ()
     if cluster.wrong_name_ports:
         extra = (ExtraListener(WRONG_NAME_LISTENER, cluster.wrong_name_ports[node_id - 1],
@@ -181,7 +181,7 @@ def settings_for(cluster: LocalCluster, node_id: int, tls_dir: Path) -> BrokerSe
 def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: int = 768,
           jmx_agent: tuple[Path, Path] | None = None, timeout: float = 120.0,
           wrong_name_listener: bool = False, only: set[int] | None = None,
-          netns: dict[int, str] | None = None) -> LocalCluster:
+          netns: dict[int, str] | None = None, racks: dict[int, str] | None = None) -> LocalCluster:
     """Start (or resume) the cluster in `home` and wait until its brokers serve SASL_SSL.
 
     jmx_agent: (agent jar, rules file) to expose Prometheus metrics from each broker.
@@ -192,6 +192,7 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
     it with scale()).
     netns: node id -> a network namespace (`ip netns`) to run that node in (a partition test
     relays its ports; tests/integration/partition.py).
+    racks: node id -> its broker.rack, for a new cluster (zones, as tests of placement need).
     """
     home.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(home)
@@ -211,7 +212,7 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
             home=str(home), cluster_id=random_uuid(), ca_file="",
             nodes=[{"node_id": i + 1, "host": "127.0.0.1", "client_port": ports[4 * i],
                     "internal_port": ports[4 * i + 1], "controller_port": ports[4 * i + 2],
-                    "pid": None} for i in range(brokers)],
+                    "rack": (racks or {}).get(i + 1, ""), "pid": None} for i in range(brokers)],
             jmx_ports=[ports[4 * i + 3] for i in range(brokers)],
             wrong_name_ports=ports[4 * brokers:],
             initial_voters={str(i + 1): random_uuid() for i in range(brokers)},

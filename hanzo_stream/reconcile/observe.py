@@ -2,7 +2,8 @@
 
 One metadata call for every topic, one DescribeConfigs for all of them, one DescribeAcls
 with a match-anything filter, one DescribeUserScramCredentials, one DescribeClientQuotas for
-every user: a plan costs five round trips whether the cluster has ten topics or ten thousand.
+every user, one DescribeCluster (the brokers' racks): a plan costs six round trips whether the
+cluster has ten topics or ten thousand.
 Only when a partition has replicas out of sync, or a topic carries the reconciler's throttle
 (the marks of a running move), is ListPartitionReassignments asked too, and only for the
 topics a plan would move are sizes read (observe_moves).
@@ -76,6 +77,7 @@ class ClusterState:
     # user -> {quota key: value}; None: not readable (no DESCRIBE_CONFIGS on the cluster, or an
     # admin without the kafka-python bridge), and then a registry's quotas cannot be planned
     quotas: dict[str, dict[str, float]] | None = field(default_factory=dict)
+    racks: dict[int, str] = field(default_factory=dict)  # broker -> broker.rack, where set
 
     def fingerprint(self) -> str:
         """A digest of everything a plan depends on; a saved plan is only valid against it.
@@ -90,6 +92,8 @@ class ClusterState:
         }
         if self.quotas:  # absent when none are set, so a cluster without quotas keeps its digest
             doc["quotas"] = {u: dict(sorted(q.items())) for u, q in sorted(self.quotas.items())}
+        if self.racks:  # where new replicas go depends on them
+            doc["racks"] = {str(b): r for b, r in sorted(self.racks.items())}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -158,7 +162,9 @@ def observe(admin: CountingAdmin | Any) -> ClusterState:
     scram = admin.describe_user_scram_credentials(request_timeout=TIMEOUT).result()
     users = {u: frozenset(_enum(i.mechanism).replace("_", "-") for i in d.scram_credential_infos)
              for u, d in scram.items()}
-    return ClusterState(topics, acls, users, tuple(sorted(md.brokers)), _quotas(admin))
+    nodes = admin.describe_cluster(request_timeout=TIMEOUT).result().nodes
+    racks = {n.id: n.rack for n in nodes if n.rack}
+    return ClusterState(topics, acls, users, tuple(sorted(md.brokers)), _quotas(admin), racks)
 
 
 def _quotas(admin: Any) -> dict[str, dict[str, float]] | None:

@@ -130,7 +130,8 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
     f = reg.path
     want = desired_replication(reg, state)
     growing = _check_replication(reg, state, want, errors)
-    placed = replication.place(state.brokers, _everywhere(state), growing) if growing else {}
+    placed = (replication.place(state.brokers, _everywhere(state), growing, state.racks)
+              if growing else {})
 
     for t in reg.topics:
         live = state.topics.get(t.name)
@@ -303,7 +304,7 @@ def _new_replicas(topic: str, have: int, total: int, want: tuple[int, int] | Non
     if not want or not state.brokers or want[0] > len(state.brokers):
         return ()
     new = {(topic, p): () for p in range(have, total)}
-    placed = replication.place(state.brokers, _everywhere(state) | new, {topic: want[0]})
+    placed = replication.place(state.brokers, _everywhere(state) | new, {topic: want[0]}, state.racks)
     return tuple(placed[(topic, p)] for p in range(have, total))
 
 

@@ -31,18 +31,22 @@ BROKER_RATES = ("leader.replication.throttled.rate", "follower.replication.throt
 
 
 def place(brokers: Sequence[int], assignments: Mapping[TP, tuple[int, ...]],
-          targets: Mapping[str, int]) -> dict[TP, tuple[int, ...]]:
+          targets: Mapping[str, int], racks: Mapping[int, str] | None = None,
+          ) -> dict[TP, tuple[int, ...]]:
     """New replica lists for every partition of a topic in `targets` holding fewer replicas.
 
     `assignments` is every partition of the cluster (its replicas, preferred leader first), so
-    the counts see the whole cluster. Existing replicas stay. Each new one first goes to the
-    broker holding the fewest replicas (ties: the next broker after the partition's leader, as
-    Kafka's own assignment shifts replicas); then new replicas move from fuller to emptier
-    brokers until no single move helps (no new replica sits on a broker holding 2+ more
-    replicas than a broker its partition could use). Leaders are balanced among each
-    partition's replicas, within each topic first, then across the cluster (_lead).
-    The same input always gives the same plan.
+    the counts see the whole cluster. Existing replicas stay. Each new one first goes to a
+    rack the partition has no replica in yet (`racks`: broker -> its broker.rack; a broker
+    without one is a rack of its own), as Kafka's own rack-aware assignment does, so losing a
+    zone leaves a copy; among those, to the broker holding the fewest replicas (ties: the next
+    broker after the partition's leader, as Kafka shifts replicas). Then new replicas move from
+    fuller to emptier brokers while a single move helps (no new replica sits on a broker
+    holding 2+ more replicas than a broker its partition could use without losing a rack).
+    Leaders are balanced among each partition's replicas, within each topic first, then across
+    the cluster (_lead). The same input always gives the same plan.
     """
+    rack = {b: (racks or {}).get(b) or f"#{b}" for b in brokers}
     order = {b: i for i, b in enumerate(sorted(brokers))}
     load = Counter({b: 0 for b in brokers})
     for reps in assignments.values():
@@ -56,19 +60,25 @@ def place(brokers: Sequence[int], assignments: Mapping[TP, tuple[int, ...]],
         start = order[current[0]] if current else tp[1] % max(len(order), 1)
         reps = list(current)
         for _ in range(min(want, len(brokers)) - len(current)):
+            used = {rack.get(r) for r in reps}
             b = min((b for b in brokers if b not in reps),
-                    key=lambda b, s=start: (load[b], (order[b] - s) % len(order)))
+                    key=lambda b, s=start, u=used: (rack[b] in u, load[b], (order[b] - s) % len(order)))
             reps.append(b)
             load[b] += 1
         grown[tp] = reps
-    _rebalance(grown, assignments, load, brokers)
+    _rebalance(grown, assignments, load, brokers, rack)
     return _lead(grown, assignments)
 
 
+def _spread(reps: Sequence[int], rack: Mapping[int, str]) -> int:
+    return len({rack.get(b, f"#{b}") for b in reps})
+
+
 def _rebalance(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, ...]],
-               load: Counter[int], brokers: Sequence[int]) -> None:
+               load: Counter[int], brokers: Sequence[int], rack: Mapping[int, str]) -> None:
     """Move new replicas from a fuller to an emptier broker while that narrows the gap by
-    two or more (each move lowers the sum of squared loads, so this ends)."""
+    two or more and keeps the partition in as many racks (each move lowers the sum of squared
+    loads, so this ends)."""
     improved = True
     while improved:
         improved = False
@@ -76,7 +86,10 @@ def _rebalance(grown: dict[TP, list[int]], assignments: Mapping[TP, tuple[int, .
             reps = grown[tp]
             for i in range(len(assignments[tp]), len(reps)):
                 b = reps[i]
-                c = min((c for c in brokers if c not in reps), key=lambda c: (load[c], c), default=None)
+                spread = _spread(reps, rack)
+                c = min((c for c in brokers if c not in reps
+                         and _spread([*reps[:i], c, *reps[i + 1:]], rack) >= spread),
+                        key=lambda c: (load[c], c), default=None)
                 if c is not None and load[b] - load[c] >= 2:
                     reps[i] = c
                     load[b] -= 1

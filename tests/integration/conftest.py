@@ -82,9 +82,10 @@ class Cluster:
         return CountingAdmin.connect(self.admin)
 
 
-def start_local(home: Path, registry: Registry, brokers: int) -> Cluster:
+def start_local(home: Path, registry: Registry, brokers: int,
+                racks: dict[int, str] | None = None) -> Cluster:
     creds = credentials.of_home(home, registry.principal_names())
-    local = kafka.start(home / "kafka", creds, brokers=brokers, wrong_name_listener=True)
+    local = kafka.start(home / "kafka", creds, brokers=brokers, wrong_name_listener=True, racks=racks)
     print(f"\nlocal {brokers}-broker cluster at {local.bootstrap}; logs: "
           + ", ".join(map(str, local.log_files())))
     return Cluster(local.bootstrap, local.ca_file, creds, brokers, home, local)

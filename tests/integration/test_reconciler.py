@@ -36,10 +36,25 @@ from hanzo_stream.reconcile.run import await_visible
 from hanzo_stream.registry import load_registry, platform
 from hanzo_stream.registry.model import Acl
 
-from .conftest import Cluster, apply_registry, wait_for
+from .conftest import Cluster, apply_registry, start_local, wait_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
+
+
+RACKS = {1: "zone-a", 2: "zone-a", 3: "zone-b"}  # two brokers share a zone: placement must see it
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3(tmp_path_factory, registry):
+    """This module's three brokers, in two zones (broker.rack)."""
+    from hanzo_stream.local import kafka
+
+    home = tmp_path_factory.mktemp("kafka3")
+    try:
+        yield start_local(home, registry, brokers=3, racks=RACKS)
+    finally:
+        kafka.stop(home / "kafka")
 
 
 def invoke(cluster: Cluster, *args: str, principal: str = "admin"):
@@ -72,9 +87,9 @@ def test_converged_apply_makes_zero_mutating_calls(hip_cluster, registry):
     plan, result, admin = apply_registry(hip_cluster, registry)
     assert plan.changes == [] and result.applied == []
     assert admin.mutations == 0
-    assert set(admin.calls) == {"list_topics", "describe_configs", "describe_acls",
+    assert set(admin.calls) == {"list_topics", "describe_configs", "describe_acls", "describe_cluster",
                                 "describe_user_scram_credentials", "describe_client_quotas"}
-    assert sum(admin.calls.values()) == 5
+    assert sum(admin.calls.values()) == 6
 
 
 def test_cli_plan_exit_codes(hip_cluster, tmp_path):
@@ -501,3 +516,30 @@ def test_client_quotas_are_applied_enforced_read_by_the_planner_and_removed(hip_
         counting.alter_user_quotas({"quota-probe": {k: None for k in ("producer_byte_rate",
                                                                       "request_percentage")}})
         counting.close()
+
+
+def test_new_replicas_and_partitions_are_spread_over_the_brokers_racks(kafka_cluster3, registry, tmp_path):
+    """Brokers 1 and 2 share zone-a, 3 is zone-b. Raising a topic's factor from 1 to 2, and
+    growing it at factor 2, puts every partition in both zones: losing a zone keeps a copy.
+    Placing by load alone would pair 1 with 2 (they are the emptier two for half the topic)."""
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["topics"].append({"name": "zoned", "partitions": 6, "retention": "1d", "key": "team_id",
+                           "producers": ["llm-gateway"], "replication_factor": 1})
+    reg = tmp_path / "topics.yaml"
+    reg.write_text(yaml.safe_dump(data))
+    apply_registry(kafka_cluster3, load_registry(reg))
+    state = observe(kafka_cluster3.counting_admin())
+    assert state.racks == RACKS
+    assert len({r for reps in state.topics["zoned"].replicas for r in reps}) == 3  # one copy each
+
+    data["topics"][-1]["replication_factor"] = 2
+    reg.write_text(yaml.safe_dump(data))
+    apply_registry(kafka_cluster3, load_registry(reg))
+    data["topics"][-1]["partitions"] = 8
+    reg.write_text(yaml.safe_dump(data))
+    apply_registry(kafka_cluster3, load_registry(reg))
+
+    replicas = observe(kafka_cluster3.admin_client()).topics["zoned"].replicas
+    assert len(replicas) == 8
+    for p, reps in enumerate(replicas):
+        assert len(reps) == 2 and {RACKS[b] for b in reps} == {"zone-a", "zone-b"}, (p, replicas)

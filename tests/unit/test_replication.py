@@ -98,6 +98,40 @@ def test_placement_keeps_replicas_and_leaves_no_single_move_that_would_balance_b
             assert dt <= 1 and not (dt == 1 and leads[reps[0]] - leads[c] >= 2), (tp, reps, per_topic)
 
 
+def test_new_replicas_go_to_a_rack_the_partition_is_not_in_yet():
+    """Brokers 1 and 2 share a zone, 3 is alone in another: RF 1 -> 2 must put every second
+    copy in the other zone, although broker 2 is as empty as broker 3."""
+    current = {("t", p): ((1, 2)[p % 2],) for p in range(6)}
+    racks = {1: "zone-a", 2: "zone-a", 3: "zone-b"}
+    placed = place((1, 2, 3), current, {"t": 2}, racks)
+    assert all({racks[b] for b in reps} == {"zone-a", "zone-b"} for reps in placed.values()), placed
+    unaware = place((1, 2, 3), current, {"t": 2})
+    assert any({racks[b] for b in reps} == {"zone-a"} for reps in unaware.values())  # what it prevents
+
+
+racked = clusters.flatmap(lambda case: st.tuples(
+    st.just(case), st.lists(st.sampled_from("abc"), min_size=len(case[0]), max_size=len(case[0]))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(racked)
+def test_placement_spreads_each_partition_over_as_many_racks_as_it_can(args):
+    (brokers, topics, rf), names = args
+    racks = dict(zip(brokers, names, strict=True))
+    current = {(f"t{i}", p): (b,) for i, (parts, b) in enumerate(topics) for p in range(parts)}
+    placed = place(brokers, current, {f"t{i}": rf for i in range(len(topics))}, racks)
+    load = Counter({b: 0 for b in brokers})
+    for reps in (current | placed).values():
+        load.update(reps)
+    for tp, reps in placed.items():
+        assert len(set(reps)) == rf and set(current[tp]) <= set(reps)
+        assert len({racks[b] for b in reps}) == min(rf, len(set(names))), (reps, racks)
+        for b in set(reps) - set(current[tp]):  # emptier brokers only where a rack would be lost
+            spread = len({racks[x] for x in reps})
+            assert all(load[b] - load[c] <= 1 for c in brokers if c not in reps and
+                       len({racks[x] for x in reps if x != b} | {racks[c]}) >= spread), (tp, reps, load)
+
+
 # ---------------------------------------------------------------- bytes, throttle, estimate
 
 def test_moves_count_bytes_per_new_replica_and_flag_running_ones():
