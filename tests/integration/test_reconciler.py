@@ -179,6 +179,7 @@ def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):
     assert any("not-in-registry" in n for n in plan.notes)
     result = execute(counted, plan, {})
     assert result.ok and await_visible(counted, registry, result.applied, opts)
+    counted.close()  # its kafka-python bridge would outlive the test
     state = observe(admin)
     assert state.topics["audit_log"].configs["retention.ms"] == str(90 * 86_400_000)
     assert state.topics["audit_log"].configs["segment.bytes"] == "16777216"  # left alone
@@ -209,6 +210,7 @@ def test_deletion_is_opt_in_capped_and_spares_internal_topics(hip_cluster, regis
     assert capped.exit_code == 1
     allowed = reconcile_plan(counted, registry, Options(allow_delete=True, max_deletions=1))
     assert [c.topic for c in allowed.of(DeleteTopic)] == ["stray_one"]
+    counted.close()
     assert execute(admin, allowed, {}).ok
     topics = admin.list_topics(timeout=10).topics
     assert "stray_one" not in topics and "_internal_thing" in topics
@@ -448,6 +450,8 @@ def test_replication_factor_grows_by_a_throttled_reassignment_that_resumes(kafka
     values = _count_records(kafka_cluster3, name)
     assert len(values) == records and len({v[:8] for v in values}) == records
     final = plan(again, reg, opts)
+    again.close()
+    admin.close()
     assert not final.changes and not final.errors, final.changes
     print(f"\nreplication 1 -> 3: {planned.bytes} bytes copied at {throttle} B/s per broker, "
           f"{took:.1f} s from the first apply to the end (interrupted at {interrupted_at:.1f} s, "
@@ -528,7 +532,8 @@ def test_new_replicas_and_partitions_are_spread_over_the_brokers_racks(kafka_clu
     reg = tmp_path / "topics.yaml"
     reg.write_text(yaml.safe_dump(data))
     apply_registry(kafka_cluster3, load_registry(reg))
-    state = observe(kafka_cluster3.counting_admin())
+    with kafka_cluster3.counting_admin() as counting:
+        state = observe(counting)
     assert state.racks == RACKS
     assert len({r for reps in state.topics["zoned"].replicas for r in reps}) == 3  # one copy each
 
