@@ -55,6 +55,11 @@ from .plan import MIN_ISR, Plan
 TIMEOUT = 60.0
 SCRAM_ITERATIONS = 8192
 POLL_S = 1.0
+#: The KRaft controller refuses a request that writes more than 10,000 metadata records
+#: ("Unable to perform excessively large batch operation"): 10,000 topics in one CreateTopics
+#: failed whole (bench/reconcile.py). A topic is about 1 + partitions + configs records, an
+#: ACL one; creates go in chunks well under the limit.
+MAX_RECORDS_PER_REQUEST = 5_000
 
 
 @dataclass
@@ -198,7 +203,7 @@ def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
         for c, msg in result.failed:
             note(f"{c.KIND} {c.describe()}", msg)
 
-    if creates := plan.of(CreateTopic):
+    for creates in chunks(plan.of(CreateTopic), _topic_records):
         judge(creates, admin.create_topics([_new_topic(c) for c in creates], validate_only=True,
                                            request_timeout=TIMEOUT), lambda c: c.topic)
     if grows := plan.of(AddPartitions):
@@ -238,9 +243,31 @@ def _final_isr(changes: list[RaiseReplication], topic: str) -> int:
 Handler = Callable[[CountingAdmin, list[Any], Result, Env], None]
 
 
+def chunks(items: list[Any], records: Callable[[Any], int],
+           limit: int = MAX_RECORDS_PER_REQUEST) -> Iterable[list[Any]]:
+    """`items` in order, in lists whose metadata records stay within `limit` (one item over
+    it goes alone)."""
+    chunk: list[Any] = []
+    total = 0
+    for item in items:
+        n = records(item)
+        if chunk and total + n > limit:
+            yield chunk
+            chunk, total = [], 0
+        chunk.append(item)
+        total += n
+    if chunk:
+        yield chunk
+
+
+def _topic_records(c: CreateTopic) -> int:
+    return 1 + c.partitions.after + len(c.configs)
+
+
 def _create_topics(admin: Any, changes: list[CreateTopic], result: Result, env: Env) -> None:
-    futures = admin.create_topics([_new_topic(c) for c in changes], request_timeout=TIMEOUT)
-    _collect(result, changes, futures, lambda c: c.topic)
+    for chunk in chunks(changes, _topic_records):
+        futures = admin.create_topics([_new_topic(c) for c in chunk], request_timeout=TIMEOUT)
+        _collect(result, chunk, futures, lambda c: c.topic)
 
 
 def _add_partitions(admin: Any, changes: list[AddPartitions], result: Result, env: Env) -> None:
@@ -262,9 +289,10 @@ def _record(result: Result, changes: Iterable[Change], error: Callable[[Any], st
 
 
 def _create_acls(admin: Any, changes: list[CreateAcl], result: Result, env: Env) -> None:
-    bindings = {id(c): _acl_binding(c.acl) for c in changes}
-    futures = admin.create_acls(list(bindings.values()), request_timeout=TIMEOUT)
-    _collect(result, changes, futures, lambda c: bindings[id(c)])
+    for chunk in chunks(changes, lambda c: 1):
+        bindings = {id(c): _acl_binding(c.acl) for c in chunk}
+        futures = admin.create_acls(list(bindings.values()), request_timeout=TIMEOUT)
+        _collect(result, chunk, futures, lambda c, b=bindings: b[id(c)])
 
 
 def _delete_acls(admin: Any, changes: list[DeleteAcl], result: Result, env: Env) -> None:
