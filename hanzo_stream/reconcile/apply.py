@@ -60,6 +60,9 @@ POLL_S = 1.0
 #: failed whole (bench/reconcile.py). A topic is about 1 + partitions + configs records, an
 #: ACL one; creates go in chunks well under the limit.
 MAX_RECORDS_PER_REQUEST = 5_000
+#: 2,003 SCRAM upserts in one request timed out after 60 s (each is a salted hash of 8,192
+#: iterations); a few hundred a request answer in seconds.
+SCRAM_PER_REQUEST = 250
 
 
 @dataclass
@@ -308,12 +311,12 @@ def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPasswor
         if c.user not in env.passwords:
             var = "HANZO_STREAM_PASSWORD_" + c.user.upper().replace("-", "_")
             result.failed.append((c, f"no password for {c.user}: set {var} or pass --secrets-file"))
-    if ready:
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+    for chunk in chunks(ready, lambda c: 1, limit=SCRAM_PER_REQUEST):
         futures = admin.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(c.user, info, env.passwords[c.user].encode()) for c in ready],
+            [UserScramCredentialUpsertion(c.user, info, env.passwords[c.user].encode()) for c in chunk],
             request_timeout=TIMEOUT)
-        _collect(result, ready, futures, lambda c: c.user)
+        _collect(result, chunk, futures, lambda c: c.user)
 
 
 def _alter_quotas(admin: CountingAdmin, changes: list[SetUserQuotas],
