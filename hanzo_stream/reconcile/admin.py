@@ -143,6 +143,7 @@ class CountingAdmin:
                           validate_only: bool = False) -> dict[str, tuple[int, str] | None]:
         """Set (a value) or remove (None) quota keys of users; per user, None or the error's
         (Kafka error code, message)."""
+        import kafka.errors as errors
         from kafka.protocol.admin import AlterClientQuotasRequest as Req
 
         self.calls["validate" if validate_only else "alter_client_quotas"] += 1
@@ -151,8 +152,6 @@ class CountingAdmin:
                           ops=[Req.EntryData.OpData(key=k, value=v or 0.0, remove=v is None)
                                for k, v in sorted(ops.items())])
             for user, ops in sorted(wanted.items())]))
-        import kafka.errors as errors
-
         out: dict[str, tuple[int, str] | None] = {u: (-1, "no answer from the broker") for u in wanted}
         for e in answer.entries:
             out[e.entity[0].entity_name] = (e.error_code, e.error_message or errors.for_code(
