@@ -74,6 +74,9 @@ VARIABLES: tuple[Variable, ...] = (
              "A JSON-lines file of per-batch numbers (what the benchmarks read)."),
     Variable("HANZO_STREAM_CLICKHOUSE_URL", "analytics-ingest",
              "ClickHouse over HTTP; empty: the embedded chDB of the spec."),
+    Variable("HANZO_STREAM_POSTGRES_DSN", "billing-agg, rpc-billing (their `postgres` sink)",
+             "PostgreSQL DSN their hourly records are also upserted into; unset: that copy is off "
+             "(`local up` sets it; on Kubernetes the `postgresDsn` secret setting)."),
     Variable("HANZO_STREAM_ARCHIVE_PATH", "audit-archive",
              "Where the Parquet goes (default: the spec's sink)."),
     Variable("HANZO_STREAM_S3_ENDPOINT", "the Spark jobs, the local object store",

@@ -16,6 +16,8 @@ CREDENTIALS = "credentials.json"
 S3_ACCESS_KEY = "s3-access-key"
 S3_SECRET_KEY = "s3-secret-key"
 PAGERDUTY_ROUTING_KEY = "pagerduty-routing-key"
+POSTGRES_ADMIN_PASSWORD = "postgres-admin-password"  # the local PostgreSQL's superuser
+POSTGRES_ROLE_PASSWORD = "postgres-billing-password"  # its role the settlement jobs log in as
 OBJECT_STORE = "object-store"  # the local S3-compatible store's daemon (local/object_store.py)
 
 

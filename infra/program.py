@@ -117,7 +117,8 @@ def main(root: Path = ROOT) -> None:
     secrets = [*credentials.manifests(top.namespace, creds), *certs.manifests,
                *spark.user_secrets(top, _secret_setting("s3AccessKey"),
                                    _secret_setting("s3SecretKey"),
-                                   _secret_setting("clickhousePassword"), s.s3Endpoint)]
+                                   _secret_setting("clickhousePassword"), s.s3Endpoint,
+                                   _secret_setting("postgresDsn"))]
     founders = founding_controllers(s)
     script = founders.apply(lambda n: broker.entrypoint(
         flavor, top, broker.render(top, s.brokerConfigOverrides, founders=n)))

@@ -145,6 +145,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("s3SecretKey", "", "S3 secret key (set with --secret)", secret=True),
     Setting("clickhouseUrl", "", "ClickHouse HTTP URL for analytics-ingest"),
     Setting("clickhousePassword", "", "ClickHouse password (set with --secret)", secret=True),
+    Setting("postgresDsn", "", "PostgreSQL DSN billing-agg and rpc-billing also upsert their "
+            "hourly records into (the standard's phase 1; set with --secret); unset: that copy "
+            "is off", secret=True),
     Setting("deadLetterMonitor", True, "run the dead-letter-monitor consumer group: dead letters "
             "counted by source topic, stage and error class for the dead-letter alerts"),
     Setting("alertmanager", True, "run Alertmanager routing every alert to PagerDuty; its config "

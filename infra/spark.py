@@ -31,6 +31,7 @@ import yaml
 
 from hanzo_stream import jars
 from hanzo_stream import versions as v
+from hanzo_stream.jobs.postgres import DSN_ENV
 from hanzo_stream.registry import Registry
 
 from . import security_context
@@ -47,6 +48,7 @@ S3_SECRET = "hanzo-stream-s3"
 JOB_HOME = "/tmp/hanzo-stream"  # HANZO_STREAM_HOME of the job's pods
 STATE_SIZE = "1Gi"  # a driver's own files (an embedded chDB): its state claim
 CLICKHOUSE_SECRET = "hanzo-stream-clickhouse"
+POSTGRES_SECRET = "hanzo-stream-postgres"  # key `dsn`, from the postgresDsn secret setting
 
 def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SCALA) -> list[str]:
     """Spark's Kafka connector and what it needs at run time, plus s3a for checkpoints and
@@ -65,6 +67,7 @@ class SparkJob:
     checkpoint: str | None = None
     s3_paths: tuple[str, ...] = ()  # the spec's sink paths on S3
     embedded: bool = False  # a sink in the driver's own files (chDB without a `url`)
+    postgres_env: str | None = None  # the variable a `postgres` sink reads its DSN from
 
 
 def discover(root: Path, registry: Registry) -> list[SparkJob]:
@@ -99,6 +102,8 @@ def discover(root: Path, registry: Registry) -> list[SparkJob]:
                            if isinstance(k, dict) and str(k.get("path", "")).startswith("s3a://")),
             embedded=any(isinstance(k, dict) and k.get("type") == "clickhouse" and not k.get("url")
                          for k in (spec.get("sinks") or {}).values()),
+            postgres_env=next((str(k.get("dsn_env") or DSN_ENV) for k in (spec.get("sinks") or {}).values()
+                               if isinstance(k, dict) and k.get("type") == "postgres"), None),
         ))
     return jobs
 
@@ -139,6 +144,8 @@ def job_env(s: StackSettings, top: Topology, job: SparkJob) -> list[dict]:
                 _secret_env("AWS_ACCESS_KEY_ID", S3_SECRET, "access-key"),
                 _secret_env("AWS_SECRET_ACCESS_KEY", S3_SECRET, "secret-key")]
     env.append(_secret_env("CLICKHOUSE_PASSWORD", CLICKHOUSE_SECRET, "password"))
+    if job.postgres_env:  # optional: without the Secret the variable is unset and the sink off
+        env.append(_secret_env(job.postgres_env, POSTGRES_SECRET, "dsn"))
     if s.clickhouseUrl:
         env.append({"name": "HANZO_STREAM_CLICKHOUSE_URL", "value": s.clickhouseUrl})
     if s.auditArchivePath:
@@ -383,7 +390,7 @@ def rbac(s: StackSettings, top: Topology) -> list[dict]:
 
 
 def user_secrets(top: Topology, s3_access: Any, s3_secret: Any, ch_password: Any,
-                 s3_endpoint: str = "") -> list[dict]:
+                 s3_endpoint: str = "", pg_dsn: Any = None) -> list[dict]:
     """Secrets for the sinks, from secret stack settings; absent settings make no Secret.
 
     The S3 Secret carries the endpoint with the keys: a job on S3 reads all three from it.
@@ -402,4 +409,9 @@ def user_secrets(top: Topology, s3_access: Any, s3_secret: Any, ch_password: Any
                     "metadata": {"name": CLICKHOUSE_SECRET, "namespace": top.namespace,
                                  "labels": labels("credentials", CLICKHOUSE_SECRET)},
                     "stringData": {"password": ch_password}})
+    if pg_dsn is not None:
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": POSTGRES_SECRET, "namespace": top.namespace,
+                                 "labels": labels("credentials", POSTGRES_SECRET)},
+                    "stringData": {"dsn": pg_dsn}})
     return out

@@ -9,6 +9,7 @@ and refuses specs whose outputs the group's principal may not write.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ import yaml
 
 from ..registry import Group, Registry, parse_retention
 from ..registry.model import WILDCARD
+from .postgres import DSN_ENV
 
-SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter"}
+SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter", "postgres"}
+IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # a PostgreSQL table name, unquoted
 TOP_KEYS = {"group", "job", "description", "checkpoint", "trigger", "max_offsets_per_trigger",
             "lag_sla", "window", "watermark", "sinks", "spark_conf", "aggregate", "runtime",
             "metrics", "dedupe_window"}
@@ -164,6 +167,7 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
     problems += _check_sinks(sinks, group, registry, file)
     aggregate, agg_problems = _aggregate(doc, sinks, registry, file)
     problems += agg_problems
+    problems += _check_postgres(sinks, aggregate, file)
     try:
         spec = JobSpec(
             name=name, group=group, job=job, checkpoint=resolve_path(doc["checkpoint"], home),
@@ -232,6 +236,30 @@ def _check_sinks(sinks: dict[str, Sink], group: Group, registry: Registry, file:
             if dl is None or (WILDCARD not in dl.producers and group.principal not in dl.producers):
                 problems.append(f"{file}: sinks.{s.name}: the registry does not let "
                                 f"{group.principal} write {TOPIC}")
+    return problems
+
+
+def _check_postgres(sinks: dict[str, Sink], aggregate: Aggregate | None, file: str) -> list[str]:
+    """A `postgres` sink copies the aggregate's records (hanzo_stream/jobs/postgres.py)."""
+    problems = []
+    for s in sinks.values():
+        if s.type != "postgres":
+            continue
+        where = f"{file}: sinks.{s.name}"
+        if aggregate is None:
+            problems.append(f"{where}: a postgres sink copies an `aggregate:`'s records; this spec "
+                            "has none")
+        if not IDENTIFIER.fullmatch(str(s.get("table", ""))):
+            problems.append(f"{where}.table: the table to upsert into, a lower-case SQL name "
+                            "(e.g. billing_usage_hourly)")
+        env = s.get("dsn_env", DSN_ENV)
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", str(env)):
+            problems.append(f"{where}.dsn_env: the environment variable holding the DSN, "
+                            "e.g. HANZO_STREAM_POSTGRES_DSN")
+        unknown = set(s.options) - {"table", "dsn_env"}
+        if unknown:
+            problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
+                            "type, table, dsn_env")
     return problems
 
 

@@ -62,7 +62,8 @@ def up(
             console.print(f"[bold red]not working after {wait:.0f}s:[/bold red] {', '.join(missing)}; "
                           f"logs: `hanzo-stream local status` lists them")
             raise typer.Exit(1)
-        console.print("[green]✓[/green] events reach ClickHouse, billing_events, agent_rpc_settlements, "
+        console.print("[green]✓[/green] events reach ClickHouse, billing_events (and PostgreSQL), "
+                      "agent_rpc_settlements, "
                       "llm-metrics and the audit archive; "
                       "lag is visible per group. The platform keeps running: "
                       "`hanzo-stream local status`, `hanzo-stream local down`.")
@@ -109,6 +110,7 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
     for label, key in (("rows in ClickHouse (events)", "clickhouse_rows"),
                        ("billing windows (billing_events)", "billing_events"),
                        ("RPC settlements (agent_rpc_settlements)", "settlements"),
+                       ("billing rows (PostgreSQL)", "billing_rows"),
                        ("LLM requests counted (llm-metrics)", "llm_requests"),
                        ("audit archive objects (S3)", "audit_objects"), ("dead letters", "dead_letters"),
                        ("pages sent (local PagerDuty)", "pages"),

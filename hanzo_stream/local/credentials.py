@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..secret_files import write_secret
-from ..state import PAGERDUTY_ROUTING_KEY, S3_ACCESS_KEY, S3_SECRET_KEY, credentials_file
+from ..state import (
+    PAGERDUTY_ROUTING_KEY,
+    POSTGRES_ADMIN_PASSWORD,
+    POSTGRES_ROLE_PASSWORD,
+    S3_ACCESS_KEY,
+    S3_SECRET_KEY,
+    credentials_file,
+)
 
 # Generated on first use. An access key id looks like AWS's (20 upper-case characters); a
 # PagerDuty Events API v2 integration key is 32 hex characters.
@@ -24,6 +31,8 @@ SERVICE_SECRETS: dict[str, Callable[[], str]] = {
     S3_ACCESS_KEY: lambda: "HS" + secrets.token_hex(9).upper(),
     S3_SECRET_KEY: lambda: secrets.token_urlsafe(30),
     PAGERDUTY_ROUTING_KEY: lambda: secrets.token_hex(16),
+    POSTGRES_ADMIN_PASSWORD: lambda: secrets.token_urlsafe(24),
+    POSTGRES_ROLE_PASSWORD: lambda: secrets.token_urlsafe(24),
 }
 
 

@@ -38,6 +38,7 @@ from . import (
     kafka_exporter,
     object_store,
     pager,
+    postgres,
     prometheus,
     schema_registry,
 )
@@ -197,6 +198,12 @@ def _object_store_start(ctx: Context) -> str:
             f"keys in {state.credentials_file(ctx.home)}")
 
 
+def _postgres_start(ctx: Context) -> str:
+    url = postgres.start(ctx.home, ctx.creds)
+    return (f"PostgreSQL at {url} (role {postgres.ROLE}): billing-agg and rpc-billing upsert "
+            "their hourly records here too")
+
+
 # ---------------------------------------------------------------- monitoring
 
 def _exporter_start(ctx: Context) -> str:
@@ -254,12 +261,14 @@ def _job_env(ctx: Context) -> dict[str, str]:
     """The cluster without a principal: each job logs in as its own (credentials.json).
     A job serving /metrics listens on a free local port and announces it to Prometheus."""
     from ..jobs.consumer import LISTEN_ENV, TARGETS_ENV
+    from ..jobs.postgres import DSN_ENV
 
     conn = ctx.cluster.connection("", "")
+    pg = postgres.dsn(ctx.home, ctx.creds)
     return {var: str(getattr(conn, f)) for f, var in ENV.items()
             if f not in ("username", "password")} | {
         "HANZO_STREAM_HOME": str(ctx.home), LISTEN_ENV: "127.0.0.1:0",
-        TARGETS_ENV: str(_scrape_targets(ctx))}
+        TARGETS_ENV: str(_scrape_targets(ctx))} | ({DSN_ENV: pg} if pg else {})
 
 
 def _job(name: str) -> Component:
@@ -318,6 +327,8 @@ def components(registry: Registry) -> tuple[Component, ...]:
         Component(object_store.NAME, _object_store_start,
                   lambda ctx: object_store.stop(ctx.home / object_store.NAME),
                   lambda ctx: object_store.status(ctx.home / object_store.NAME)),
+        Component(postgres.NAME, _postgres_start, lambda ctx: postgres.stop(ctx.home),
+                  lambda ctx: postgres.status(ctx.home)),
         Component("kafka-exporter", _exporter_start, lambda ctx: kafka_exporter.stop(ctx.home / "exporter"),
                   lambda ctx: kafka_exporter.status(ctx.home / "exporter")),
         Component(dead_letter_monitor.NAME, _monitor_start,
@@ -391,6 +402,7 @@ def down(ctx: Context, purge: bool = False) -> None:
         if was_running:
             ctx.console.print(f"[green]✓[/green] stopped {comp.name}")
     if purge and ctx.home.exists():
+        postgres.purge(ctx.home)  # its files may live outside the state directory (as root)
         shutil.rmtree(ctx.home)
         ctx.console.print(f"[green]✓[/green] purged {ctx.home}")
 
@@ -424,6 +436,7 @@ def pipeline(ctx: Context) -> dict[str, Any]:
             llm_requests = live.llm_requests(url)
     return {**snap, "clickhouse_rows": _report(ctx, "analytics-ingest").get("clickhouse_rows"),
             "billing_events": billing, "settlements": settlements, "llm_requests": llm_requests,
+            "billing_rows": postgres.rows(ctx.home, ctx.creds, "billing_usage_hourly"),
             "audit_objects": _audit_objects(ctx), "pages": _pages(ctx)}
 
 
@@ -477,7 +490,8 @@ def working(ctx: Context, p: dict[str, Any], before: dict[str, Any] | None = Non
             missing.append(what)
     if p.get("pages") is not None and p["pages"] <= (before.get("pages") or 0):
         missing.append("a page in the local PagerDuty")
-    for what, key in (("billing windows", "billing_events"), ("RPC settlements", "settlements")):
+    for what, key in (("billing windows", "billing_events"), ("RPC settlements", "settlements"),
+                      ("billing rows in PostgreSQL", "billing_rows")):
         if not p.get(key):
             missing.append(what)
     return missing

@@ -120,6 +120,35 @@ def kafka_cluster3(tmp_path_factory, registry: Registry) -> Iterator[Cluster]:
         kafka.stop(home / "kafka")
 
 
+@dataclass(frozen=True)
+class PostgresServer:
+    """The local platform's PostgreSQL (hanzo_stream/local/postgres.py), tables migrated."""
+
+    home: Path
+    dsn: str = field(repr=False)  # as the jobs' role, which owns the tables
+
+    def __repr__(self) -> str:  # a failing test prints its fixtures: no password
+        return f"PostgresServer(home={self.home})"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory) -> Iterator[PostgresServer]:
+    from hanzo_stream.jobs import postgres as sink
+    from hanzo_stream.local import postgres
+
+    home = tmp_path_factory.mktemp("postgres")
+    creds = credentials.of_home(home)
+    postgres.start(home, creds)
+    try:
+        dsn = postgres.dsn(home, creds)
+        assert dsn
+        with sink.connect(dsn) as conn:
+            sink.migrate(conn)
+        yield PostgresServer(home, dsn)
+    finally:
+        postgres.purge(home)
+
+
 def apply_registry(cluster: Cluster, registry: Registry, more_passwords: dict[str, str] | None = None):
     """Apply a registry as the reconciler does in production; returns (plan, result, admin)."""
     from hanzo_stream.reconcile import reconcile

@@ -192,12 +192,13 @@ def job_env(cluster, principal: str, home: Path, store: s3.S3Access | None = Non
 
 
 def run_once(cluster, name: str, principal: str, home: Path, consumers: Path = ROOT / "consumers",
-             store: s3.S3Access | None = None):
+             store: s3.S3Access | None = None, extra_env: dict[str, str] | None = None):
     """`hanzo-stream jobs run NAME --once` as a subprocess; returns its output."""
     proc = subprocess.run(
         [sys.executable, "-m", "hanzo_stream.jobs.cli", "run", name, "--once",
          "--registry", str(ROOT / "topics.yaml"), "--consumers", str(consumers)],
-        env=job_env(cluster, principal, home, store), cwd=ROOT, capture_output=True, text=True,
+        env=job_env(cluster, principal, home, store) | (extra_env or {}), cwd=ROOT,
+        capture_output=True, text=True,
         timeout=JOB_TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     warnings = [line for line in (proc.stdout + proc.stderr).splitlines()
@@ -416,6 +417,34 @@ def settlements(cluster, run: str) -> list[dict]:
         doc = json.loads(m.value())
         assert m.key() == doc["data"]["agent_id"].encode()  # the registry key of the topic
     return [json.loads(m.value(), parse_float=Decimal) for m in msgs]
+
+
+def postgres_table(job: str) -> str:
+    """The table of the job's postgres sink (consumers/<job>.yaml)."""
+    spec = yaml.safe_load((ROOT / "consumers" / f"{job}.yaml").read_text())
+    (table,) = [k["table"] for k in spec["sinks"].values() if k["type"] == "postgres"]
+    return table
+
+
+def postgres_rows(dsn: str, table: str, id_field: str, run: str) -> dict[str, dict]:
+    """This run's rows of a settlement table, as the Kafka record's envelope would carry them:
+    {id: {"id": event_id, "data": {field: value}}} (decimals exact, times in UTC ISO)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    def plain(k: str, v):
+        if isinstance(v, datetime):
+            return iso(v.astimezone(UTC))
+        return v
+
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+    out = {}
+    for r in rows:
+        data = {k: plain(k, v) for k, v in r.items() if k not in ("event_id", "written_at")}
+        if any(isinstance(v, str) and v.startswith(f"{run}-") for v in data.values()):
+            out[r[id_field]] = {"id": str(r["event_id"]), "data": data}
+    return out
 
 
 CRASH_JOBS = {  # job -> (its principal, its topic, the producer, one event, its key, the truth)

@@ -80,24 +80,26 @@ def platform(tmp_path_factory) -> Iterator[Platform]:
 def test_up_waits_until_every_part_of_the_pipeline_delivered(platform: Platform) -> None:
     out = platform.up_output
     for component in ("kafka", "reconcile", "schema-registry", "schemas", "object-store",
-                      "kafka-exporter", "prometheus", *JOBS, "demo"):
+                      "postgres", "kafka-exporter", "prometheus", *JOBS, "demo"):
         assert f"✓ {component}:" in out, f"{component} not reported started:\n{out[-3000:]}"
     flat = " ".join(out.split())  # rich wraps long lines at the terminal's width
-    assert "events reach ClickHouse, billing_events, agent_rpc_settlements, llm-metrics and the audit" in flat
+    assert ("events reach ClickHouse, billing_events (and PostgreSQL), agent_rpc_settlements, "
+            "llm-metrics and the audit") in flat
     assert "password" not in out.lower()
 
 
 def test_status_shows_every_component_and_the_pipeline(platform: Platform) -> None:
     st = platform.status()
     comps, pipe = st["components"], st["pipeline"]
-    for name in ("kafka", "schema-registry", "object-store", "kafka-exporter", "prometheus", *JOBS,
-                 "demo"):
+    for name in ("kafka", "schema-registry", "object-store", "postgres", "kafka-exporter", "prometheus",
+                 *JOBS, "demo"):
         assert comps[name]["running"] is True, (name, comps[name])
     assert comps["reconcile"]["converged"] is True
     assert comps["schemas"]["subjects"] == 13  # every event type on a registry topic
     assert set(JOBS) <= set(pipe["lag"])
     assert pipe["clickhouse_rows"] > 0 and pipe["billing_events"] > 0 and pipe["audit_objects"] > 0
     assert pipe["settlements"] > 0 and pipe["llm_requests"] > 0  # rpc-billing, llm-metrics
+    assert pipe["billing_rows"] > 0  # PostgreSQL
     assert pipe["dead_letters"] > 0
     assert pipe["under_replicated"] == 0 and pipe["active_controllers"] == 1
     assert pipe["messages_in_per_sec"]["events_plugin_ingestion"] > 0
@@ -166,6 +168,60 @@ def test_broken_demo_events_are_dead_lettered_by_the_client_and_by_each_job(plat
     assert wanted <= set(stages), f"missing {wanted - set(stages)}; got {stages}"
 
 
+def _billing_events(platform: Platform) -> dict[str, dict]:
+    """billing_events up to its end now, by billing_id (decimals exact)."""
+    from decimal import Decimal
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from hanzo_stream.local import credentials, kafka
+
+    cluster = kafka.LocalCluster.load(platform.home / "kafka")
+    c = Consumer(cluster.connection("admin", credentials.of_home(platform.home).admin).confluent()
+                 | {"group.id": "test-billing-rows", "enable.auto.commit": False})
+    out: dict[str, dict] = {}
+    try:
+        parts = c.list_topics("billing_events", timeout=30).topics["billing_events"].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition("billing_events", p), timeout=30)[1]
+                for p in parts}
+        c.assign([TopicPartition("billing_events", p, 0) for p, end in ends.items() if end > 0])
+        at = dict.fromkeys(ends, 0)
+        deadline = time.monotonic() + 120
+        while any(at[p] < end for p, end in ends.items()) and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is None or m.error():
+                continue
+            at[m.partition()] = m.offset() + 1
+            e = json.loads(m.value(), parse_float=Decimal)
+            out[e["data"]["billing_id"]] = {**e["data"], "event_id": e["id"]}
+    finally:
+        c.close()
+    assert all(at[p] >= end for p, end in ends.items()), (at, ends)
+    return out
+
+
+def test_billing_rows_in_postgresql_are_exactly_billing_events(platform: Platform) -> None:
+    """billing-agg upserts each record into PostgreSQL after Kafka has it: read Kafka, then
+    PostgreSQL, then Kafka again, and the rows sit between the two reads, equal field by field."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from hanzo_stream.local import credentials, postgres
+
+    before = _billing_events(platform)
+    dsn = postgres.dsn(platform.home, credentials.of_home(platform.home))
+    assert dsn, "postgres is not running"
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        rows = {r["billing_id"]: r for r in conn.execute("SELECT * FROM billing_usage_hourly")}
+    after = _billing_events(platform)
+    assert before and set(before) <= set(rows) <= set(after), (len(before), len(rows), len(after))
+    iso = lambda t: t.isoformat(timespec="milliseconds").replace("+00:00", "Z")  # noqa: E731
+    for bid, r in rows.items():
+        got = {k: iso(v) if k.startswith("window_") else str(v) if k == "event_id" else v
+               for k, v in r.items() if k != "written_at"}
+        assert got == after[bid], (got, after[bid])
+
+
 def test_every_dashboard_panel_has_data_from_the_running_platform(platform: Platform) -> None:
     # But the ones fed by a cluster's node metrics, which no local process serves.
     queries = [q for q in dashboards.panel_queries() if q.panel not in dashboards.FROM_NODE_METRICS]
@@ -217,6 +273,7 @@ def test_no_secret_in_plain_text_anywhere_the_platform_writes(platform: Platform
     through everything written: each component's files and logs under the state directory,
     job outputs and reports, plan files (text and JSON), the CLI's output, the Pulumi
     program's rendered manifests and the repository's files. Found only in the 0600 holders."""
+    from hanzo_stream import state
     from hanzo_stream.local import credentials
     from tests.integration import secret_scan as scan
     from tests.unit.infra_helpers import manifests, render
@@ -224,7 +281,9 @@ def test_no_secret_in_plain_text_anywhere_the_platform_writes(platform: Platform
     home = platform.home
     creds = credentials.of_home(home)
     local = [scan.password("admin password", creds.admin)] + [
-        scan.password(f"password of {p}", pw) for p, pw in sorted(creds.principals.items())]
+        scan.password(f"password of {p}", pw) for p, pw in sorted(creds.principals.items())] + [
+        scan.password(name, creds.service(name))
+        for name in (state.POSTGRES_ADMIN_PASSWORD, state.POSTGRES_ROLE_PASSWORD)]
     for pem in sorted((home / "tls").glob("*-keystore.pem")):
         local += scan.private_keys_in(f"private key in {pem.name}", pem)
     rendered = {stack: render(stack) for stack in ("dev", "prod")}

@@ -59,6 +59,8 @@ from .spark_harness import (
     job_env,
     offsets_of,
     poison,
+    postgres_rows,
+    postgres_table,
     produce,
     read_all,
     rpc_call,
@@ -454,15 +456,23 @@ def test_rpc_billing_settles_exact_hours_once_and_dead_letters_late_and_invalid(
 
 
 @pytest.mark.parametrize("job", sorted(CRASH_JOBS))
-def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, job):
-    """Kill the job mid-run; after the restart every closed hour is settled exactly.
+def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, job, postgres_server):
+    """Kill the job between its Kafka write and its PostgreSQL write; after the restart every
+    closed hour is settled exactly, in both.
 
-    One partition key (one team, one agent), so all events share a partition and arrive in
-    event-time order: none can be late whatever the batch boundaries, and the ground truth
-    does not depend on them. billing-agg: 09:00, 10:00, 11:00 for two orgs; rpc-billing:
-    the same three hours for one agent; 12:00 still open in both.
+    The test holds a lock on the job's table, so the first batch with closed hours flushes
+    its records to Kafka and then waits on the lock inside its PostgreSQL transaction: that
+    is where it is killed. One partition key (one team, one agent), so all events share a
+    partition and arrive in event-time order: none can be late whatever the batch
+    boundaries, and the ground truth does not depend on them. billing-agg: 09:00, 10:00,
+    11:00 for two orgs; rpc-billing: the same three hours for one agent; 12:00 still open.
     """
+    import psycopg
+
+    from hanzo_stream.jobs.postgres import DSN_ENV
+
     principal, topic, producer, make, key, truth, fetch, id_field, windows = CRASH_JOBS[job]
+    table = postgres_table(job)
     run = uuid.uuid4().hex[:8]
     t0 = datetime(2038, 7, 8, 9, 0, tzinfo=UTC)
     events = [make(run, i, t0 + timedelta(seconds=5 * i)) for i in range(2400)]  # 09:00 -> 12:20
@@ -473,23 +483,33 @@ def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, jo
             records.append((key(e), e))  # a producer retry, right behind the original
     produce(cluster, producer, topic, records)
     consumers = fast_specs(tmp_path, job, max_offsets_per_trigger=600, trigger="0s")  # 5 batches
-    env = job_env(cluster, principal, tmp_path)
-    process.start(job, tmp_path, env, registry=ROOT / "topics.yaml", consumers=consumers, cwd=ROOT)
-    commits = tmp_path / "jobs" / job / "checkpoint" / "aggregate" / "commits"
-    try:
-        deadline = time.monotonic() + JOB_TIMEOUT
-        while time.monotonic() < deadline:
-            if commits.exists() and len([f for f in commits.iterdir() if f.name.isdigit()]) >= 2:
-                break
-            assert process.status(job, tmp_path)["running"], \
-                Path(process.log_file(job, tmp_path)).read_text()[-4000:]
-            time.sleep(0.2)
-    finally:
-        assert process.kill(job, tmp_path)
+    pg = {DSN_ENV: postgres_server.dsn}
+    waiting = ("SELECT count(*) FROM pg_locks WHERE relation = to_regclass(%s) AND NOT granted")
+    with psycopg.connect(postgres_server.dsn) as lock, psycopg.connect(postgres_server.dsn,
+                                                                        autocommit=True) as look:
+        lock.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")  # reads pass, writes wait
+        process.start(job, tmp_path, job_env(cluster, principal, tmp_path) | pg,
+                      registry=ROOT / "topics.yaml", consumers=consumers, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + JOB_TIMEOUT
+            while time.monotonic() < deadline:
+                if look.execute(waiting, (table,)).fetchone()[0]:
+                    break
+                assert process.status(job, tmp_path)["running"], \
+                    Path(process.log_file(job, tmp_path)).read_text()[-4000:]
+                time.sleep(0.2)
+            else:
+                pytest.fail(f"{job} never wrote to {table}")
+        finally:
+            assert process.kill(job, tmp_path)
+        lock.rollback()
+    sent = fetch(cluster, run)
+    assert sent, "the blocked batch's records were not in Kafka before its PostgreSQL write"
+    assert postgres_rows(postgres_server.dsn, table, id_field, run) == {}  # the kill undid it
     committed, ends = offsets_of(cluster, job, topic)
     assert sum(committed.values()) < sum(ends.values()), "killed after it had caught up"
 
-    run_once(cluster, job, principal, tmp_path, consumers)
+    run_once(cluster, job, principal, tmp_path, consumers, extra_env=pg)
 
     newest = t0 + timedelta(seconds=5 * (len(events) - 1))
     want = truth(events, newest - timedelta(minutes=10))
@@ -500,6 +520,9 @@ def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, jo
         copies[e["data"][id_field]].append(e)
     assert all(c == [c[0]] * len(c) for c in copies.values()), "a re-sent window changed"
     assert {b: c[0] for b, c in copies.items()} == want
+    assert len(got) == len(want) + len(sent)  # the killed batch was sent again, and only it
+    assert postgres_rows(postgres_server.dsn, table, id_field, run) == {
+        b: {"id": e["id"], "data": e["data"]} for b, e in want.items()}
     late = [m for m in read_all(cluster, dl.TOPIC)
             if headers(m).get(dl.H_ERROR_CLASS) == b"event.late" and run.encode() in m.value()]
     assert late == []

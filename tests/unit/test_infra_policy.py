@@ -176,6 +176,26 @@ def test_secret_settings_become_secrets_and_nothing_else():
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "hanzo-stream-s3"
 
 
+def test_the_postgres_dsn_reaches_only_the_settlement_jobs_and_only_from_its_secret():
+    dsn = "postgresql://hanzo_billing:pg-pass-0123456789@billing-db.hanzo:5432/hanzo"
+    for secrets in ((), (("postgresDsn", dsn),)):
+        out = render("dev", secrets=secrets)
+        pg = [m for m in manifests(out) if m["kind"] == "Secret"
+              and m["metadata"]["name"] == "hanzo-stream-postgres"]
+        assert [m["stringData"] for m in pg] == ([{"dsn": dsn}] if secrets else [])
+        assert policy.check_plain_text([m for m in manifests(out) if m["kind"] != "Secret"], [dsn]) == []
+        drivers = {m["metadata"]["name"]: m for m in manifests(out) if m["kind"] == "Deployment"
+                   and m["spec"]["template"]["metadata"]["labels"].get("hanzo.ai/spark-role") == "driver"}
+        with_dsn = set()
+        for name, d in drivers.items():
+            env = {e["name"]: e for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+            if "HANZO_STREAM_POSTGRES_DSN" in env:
+                ref = env["HANZO_STREAM_POSTGRES_DSN"]["valueFrom"]["secretKeyRef"]
+                assert ref == {"name": "hanzo-stream-postgres", "key": "dsn", "optional": True}
+                with_dsn.add(name)
+        assert {n.removesuffix("-driver") for n in with_dsn} == {"billing-agg", "rpc-billing"}, with_dsn
+
+
 def test_unknown_setting_is_refused():
     with pytest.raises(RenderFailed, match="unknown setting 'hanzo-stream:broker'"):
         render("dev", (("broker", "3"),))

@@ -155,6 +155,63 @@ def test_spec_problems_name_the_field_and_the_fix(registry, tmp_path, doc, messa
         load_spec("billing-agg", registry, d, tmp_path)
 
 
+@pytest.mark.parametrize("sink, message", [
+    ({"type": "postgres"}, "sinks.pg.table: the table to upsert into"),
+    ({"type": "postgres", "table": "Bills; DROP"}, "sinks.pg.table: the table to upsert into"),
+    ({"type": "postgres", "table": "bills", "dsn_env": "postgres://x"}, "sinks.pg.dsn_env: the "
+                                                                        "environment variable"),
+    ({"type": "postgres", "table": "bills", "dsn": "postgres://x"}, r"sinks.pg: unknown key\(s\) dsn"),
+])
+def test_a_postgres_sink_names_a_table_and_an_environment_variable_never_a_dsn(registry, tmp_path,
+                                                                               sink, message):
+    doc = yaml.safe_load((CONSUMERS / "billing-agg.yaml").read_text())
+    doc["sinks"] = {k: v for k, v in doc["sinks"].items() if v["type"] != "postgres"} | {"pg": sink}
+    d = _write_spec(tmp_path, "billing-agg", **doc | {"job": "spark/job.py"})
+    with pytest.raises(SpecInvalid, match=message):
+        load_spec("billing-agg", registry, d, tmp_path)
+
+
+def test_a_postgres_sink_needs_an_aggregate_to_copy(registry, tmp_path):
+    d = _write_spec(tmp_path, "audit-archive", sinks={"pg": {"type": "postgres", "table": "audit"}})
+    with pytest.raises(SpecInvalid, match="sinks.pg: a postgres sink copies an `aggregate:`"):
+        load_spec("audit-archive", registry, d, tmp_path)
+
+
+def test_each_postgres_table_has_the_columns_its_job_writes(registry, tmp_path):
+    """The migrations and the engine's output fields: one table per postgres sink, its columns
+    the output event's data fields + the envelope id, the id field its primary key."""
+    import re
+
+    from hanzo_stream.jobs import postgres, totals
+
+    sql = "\n".join(text for _, text in postgres.migrations())
+    tables = {m[1]: m[2] for m in re.finditer(r"CREATE TABLE (\w+) \((.*?)\n\);", sql, re.S)}
+    seen = 0
+    for name in JOBS:
+        spec = load_spec(name, registry, CONSUMERS, tmp_path)
+        for sink in (k for k in spec.sinks.values() if k.type == "postgres"):
+            body = tables[sink.get("table")]
+            columns = [line.split()[0] for line in body.splitlines() if line.strip()
+                       and not line.strip().startswith(("--", "CONSTRAINT", "PRIMARY"))]
+            fields = totals.output_data_fields(spec.aggregate)
+            assert columns == [*fields, postgres.EVENT_ID, "written_at"], (name, columns)
+            assert re.search(rf"\b{fields[0]}\s+text PRIMARY KEY", body), body
+            seen += 1
+    assert seen == 2  # billing-agg and rpc-billing
+
+
+def test_a_record_becomes_a_row_with_its_decimal_exact():
+    from decimal import Decimal
+
+    from hanzo_stream.jobs import postgres
+
+    value = (b'{"id": "0190", "data": {"billing_id": "b1", "cost_usd": 0.100000000001, '
+             b'"cost_micros": 100000, "window_start": "2038-07-08T09:00:00.000Z"}}')
+    row = postgres.row_of(value, ("billing_id", "cost_usd", "cost_micros", "window_start"))
+    assert row == ("b1", Decimal("0.100000000001"), 100000, "2038-07-08T09:00:00.000Z", "0190")
+    assert isinstance(row[1], Decimal)
+
+
 def test_spec_file_must_be_named_after_its_group(registry, tmp_path):
     d = _write_spec(tmp_path, "billing-agg", group="audit-archive")
     with pytest.raises(SpecInvalid, match="named after its group"):

@@ -61,8 +61,9 @@ def test_demo_weights_cover_every_producing_service(registry):
 def test_components_start_in_dependency_order_with_one_per_job(registry):
     names = [c.name for c in platform.components(registry)]
     jobs = sorted(p.stem for p in (ROOT / "consumers").glob("*.yaml"))
-    assert names == ["kafka", "reconcile", "schema-registry", "schemas", "object-store", "kafka-exporter",
-                     "dead-letter-monitor", "pager", "alertmanager", "prometheus", *jobs, "demo"]
+    assert names == ["kafka", "reconcile", "schema-registry", "schemas", "object-store", "postgres",
+                     "kafka-exporter", "dead-letter-monitor", "pager", "alertmanager", "prometheus",
+                     *jobs, "demo"]
 
 
 def _ctx(registry, tmp_path: Path) -> platform.Context:
@@ -75,19 +76,20 @@ def test_working_needs_growth_since_the_watch_began(registry, tmp_path):
               "llm_requests": 7}
     now = {"lag": {"analytics-ingest": 0, "billing-agg": 4, "llm-metrics": 0, "rpc-billing": 1},
            "clickhouse_rows": 100, "audit_objects": 4, "dead_letters": 9, "billing_events": 0,
-           "llm_requests": 7, "settlements": 3}
+           "llm_requests": 7, "settlements": 3, "billing_rows": 0}
     assert platform.working(ctx, now, before) == [
-        "lag of audit-archive", "new rows in ClickHouse", "new LLM metrics", "billing windows"]
+        "lag of audit-archive", "new rows in ClickHouse", "new LLM metrics", "billing windows",
+        "billing rows in PostgreSQL"]
     now |= {"lag": {"analytics-ingest": 0, "billing-agg": 4, "audit-archive": 0, "llm-metrics": 0,
                     "rpc-billing": 1},
-            "clickhouse_rows": 101, "billing_events": 2, "llm_requests": 8}
+            "clickhouse_rows": 101, "billing_events": 2, "llm_requests": 8, "billing_rows": 2}
     assert platform.working(ctx, now, before) == []
     assert platform.working(ctx, now | {"settlements": None}, before) == ["RPC settlements"]
 
 
 def test_nothing_counts_as_working_from_an_empty_snapshot(registry, tmp_path):
     missing = platform.working(_ctx(registry, tmp_path), {})
-    assert len(missing) == len(platform.list_specs(ROOT / "consumers")) + 6  # lag of each job + 6 sinks
+    assert len(missing) == len(platform.list_specs(ROOT / "consumers")) + 7  # lag of each job + 7 sinks
 
 
 def test_up_refuses_unknown_components(registry, tmp_path):
