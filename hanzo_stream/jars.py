@@ -107,6 +107,16 @@ def kafka_classpath() -> str:
     return str(kafka_jars() / "*")
 
 
+def takeover_from_kafka_jars() -> Path:
+    """The standard's running Kafka (3.7): what the takeover test starts from."""
+    version = v.TAKEOVER_FROM_KAFKA
+    return fetch(f"kafka-{version}", [
+        f"org.apache.kafka:kafka_{SCALA_BINARY}:{version}",
+        f"org.apache.kafka:kafka-tools:{version}",
+        f"org.slf4j:slf4j-reload4j:{v.TAKEOVER_FROM_SLF4J_RELOAD4J}",
+    ])
+
+
 def jmx_exporter_agent() -> Path:
     d = fetch(f"jmx-exporter-{JMX_EXPORTER_VERSION}", [JMX_AGENT], transitive=False)
     return next(d.glob("jmx_prometheus_javaagent-*.jar"))

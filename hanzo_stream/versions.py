@@ -10,6 +10,12 @@ SCALA_BINARY = "2.13"
 # so the local jars add the one Kafka 4.4.0 ships (log4j-slf4j-impl of its log4j-core).
 KAFKA_LOG4J2 = "2.25.5"
 
+# The standard's running cluster (insights-kafka, bitnami/kafka:3.7, KRaft combined mode): the
+# release the takeover starts from (hanzo_stream/takeover.py), its jars from Maven Central.
+TAKEOVER_FROM_KAFKA = "3.7.2"
+# log4j 1 (reload4j) binding of Kafka 3.x, as its distribution ships it.
+TAKEOVER_FROM_SLF4J_RELOAD4J = "1.7.36"
+
 # The official Apache Kafka image is the default. Bitnami publishes no free Kafka 4.4.0
 # image (its free tags froze in docker.io/bitnamilegacy in 2025): the bitnami flavour runs
 # the image a stack names (a Bitnami subscription, or a mirror); docs/images.md.

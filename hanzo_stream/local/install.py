@@ -17,6 +17,7 @@ FETCHERS: list[tuple[str, Callable[[], object]]] = [
     ("kafka broker and tools", jars.kafka_jars),
     ("JMX Prometheus exporter agent", jars.jmx_exporter_agent),
     ("S3-compatible object store (s3proxy)", jars.s3proxy_jar),
+    ("Kafka 3.7 (the takeover's starting point)", jars.takeover_from_kafka_jars),
 ]
 
 

@@ -239,11 +239,7 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
         props = d / "server.properties"
         settings = settings_for(cluster, n["node_id"], tls.ca_pem.parent)
         write_secret(props, to_server_properties(broker_config(settings) | secret))
-        (d / "log4j2.properties").write_text(LOG4J2)
-        jvm = [java(), *jit_flags(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
-               "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
-               f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
+        jvm = broker_jvm(d, heap_mb, classpath)
         if not (d / "data" / "meta.properties").exists():
             # The admin's SCRAM credential goes through a 0600 argument file (the java launcher
             # expands `@file`), never the command line other users can read in /proc.
@@ -263,16 +259,30 @@ def start(home: Path, creds: Credentials, brokers: int | None = None, heap_mb: i
         if jmx_agent:
             port = cluster.jmx_ports[n["node_id"] - 1]
             agent = [f"-javaagent:{jmx_agent[0]}=127.0.0.1:{port}:{jmx_agent[1]}"]
-        with open(d / "logs" / "stdout.log", "ab") as out:
-            inside = (["nsenter", f"--net=/run/netns/{netns[n['node_id']]}", "--"]
-                      if netns and n["node_id"] in netns else [])
-            proc = subprocess.Popen([*inside, *jvm[:1], *agent, *jvm[1:], "kafka.Kafka", str(props)],
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        inside = (["nsenter", f"--net=/run/netns/{netns[n['node_id']]}", "--"]
+                  if netns and n["node_id"] in netns else [])
+        proc = spawn_broker(d, [*inside, *jvm[:1], *agent, *jvm[1:]], props)
         n["pid"] = proc.pid
         spawned[n["node_id"]] = proc
     cluster.save()
     wait_ready(cluster, creds.admin, timeout, spawned)
     return cluster
+
+
+def broker_jvm(d: Path, heap_mb: int, classpath: str) -> list[str]:
+    """The java command (up to the main class) of a broker whose files live in `d`."""
+    (d / "logs").mkdir(parents=True, exist_ok=True)
+    (d / "log4j2.properties").write_text(LOG4J2)
+    return [java(), *jit_flags(), "-Xms256m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
+            "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={d / 'logs'}", "-cp", classpath]
+
+
+def spawn_broker(d: Path, jvm: list[str], props: Path) -> subprocess.Popen:
+    """Start `kafka.Kafka props` detached, its output in d/logs/stdout.log."""
+    with open(d / "logs" / "stdout.log", "ab") as out:
+        return subprocess.Popen([*jvm, "kafka.Kafka", str(props)], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float,

@@ -1,0 +1,247 @@
+"""Taking over the standard's running insights-kafka in place (hanzo_stream/takeover.py).
+
+A real Kafka 3.7 broker configured as the standard runs it (tests/integration/legacy_kafka.py)
+gets the standard's topics from its own kafka-topics.sh lines, events of every type in every
+codec, and consumer groups at known committed offsets. Producers keep writing (acks=all,
+idempotent, the standard's defaults) while it stops and this platform's broker starts on its
+log directory. Afterwards: every record is there byte for byte at its offset, every
+acknowledged write of the switch too, every group's offsets are where they were; then the
+registry is applied (SCRAM users, ACLs), the platform's clients work over SASL_SSL, anonymous
+PLAINTEXT clients are refused where ACLs now exist, and the metadata version is raised.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from hanzo_stream.jobs.offsets import commit_retrying
+from hanzo_stream.local import credentials
+from hanzo_stream.local import takeover as local_takeover
+from hanzo_stream.registry import Registry
+from tests.integration import legacy_kafka
+from tests.integration.conftest import Cluster, apply_registry, wait_until_logged_in
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+GROUPS = {"analytics-ingest": "events_plugin_ingestion", "billing-agg": "llm_usage",
+          "audit-archive": "audit_log", "llm-metrics": "llm_usage", "rpc-billing": "agent_rpc_metering",
+          "dead-letter-monitor": "dead_letter"}
+LIVE_TOPIC = "llm_usage"
+LIVE_MAX = 20_000  # bounds the live producer
+
+
+def examples(registry: Registry) -> list[tuple[str, bytes, bytes]]:
+    """(topic, key, value) of every valid example of every event type, on its registry topic."""
+    out = []
+    for t in registry.topics:
+        for event_type in t.event_types:
+            for f in sorted((ROOT / "schemas" / "examples" / event_type / "valid").glob("*.json")):
+                doc = json.loads(f.read_text())
+                key = doc.get(t.key) or doc.get("data", {}).get(t.key) or f.stem
+                out.append((t.name, str(key).encode(), f.read_bytes()))
+    return out
+
+
+def read_everything(conf: dict, topics: list[str]) -> dict[tuple[str, int, int], tuple]:
+    """Every record of `topics` up to their end now: (topic, partition, offset) -> content."""
+    c = Consumer(conf | {"group.id": "takeover-reader", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    out: dict[tuple[str, int, int], tuple] = {}
+    try:
+        meta = c.list_topics(timeout=30).topics
+        parts = [TopicPartition(t, p, 0) for t in topics for p in meta[t].partitions]
+        ends = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=30)[1] for tp in parts}
+        c.assign([tp for tp in parts if ends[(tp.topic, tp.partition)] > 0])
+        left = {k for k, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while left and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is None:
+                continue
+            k = (m.topic(), m.partition())
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    left.discard(k)
+                continue
+            if m.offset() < ends[k]:
+                out[(m.topic(), m.partition(), m.offset())] = (
+                    m.key(), m.value(), tuple(m.headers() or ()), m.timestamp())
+            if m.offset() + 1 >= ends[k]:
+                left.discard(k)
+        assert not left, f"could not read {sorted(left)} to their end"
+    finally:
+        c.close()
+    return out
+
+
+def committed(conf: dict, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer(conf | {"group.id": group, "enable.auto.commit": False})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        c.close()
+    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+
+
+class LiveProducer:
+    """A standard producer writing through the switch; every acknowledged (partition, offset,
+    value) is recorded, every error counted."""
+
+    def __init__(self, bootstrap: str):
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                           "compression.type": "lz4", "linger.ms": 5, "batch.size": 16384,
+                           "retry.backoff.ms": 100, "message.timeout.ms": 180_000,
+                           "reconnect.backoff.max.ms": 500, "log_level": 0})
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.ack_times: list[float] = []
+        self.errors: list[str] = []
+        self.last_ack = 0.0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _done(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))
+            self.last_ack = time.monotonic()
+            self.ack_times.append(self.last_ack)
+
+    def _run(self) -> None:
+        for i in range(LIVE_MAX):
+            if self._stop.is_set():
+                break
+            value = json.dumps({"live": i}).encode()
+            while True:
+                try:
+                    self.p.produce(LIVE_TOPIC, value, key=f"team-{i % 7}".encode(), on_delivery=self._done)
+                    break
+                except BufferError:
+                    self.p.poll(0.1)
+            self.p.poll(0)
+            time.sleep(0.005)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self.thread.join(60)
+        return self.p.flush(120)
+
+
+def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path, registry):
+    old = legacy_kafka.start(tmp_path / "insights-kafka")
+    plain = {"bootstrap.servers": old.bootstrap, "log_level": 0}
+    try:
+        for line in legacy_kafka.topic_lines(old.bootstrap):
+            old.tool("org.apache.kafka.tools.TopicCommand", *line)
+        events = examples(registry)
+        assert {t for t, _, _ in events} >= {"events_plugin_ingestion", "llm_usage", "audit_log",
+                                             "agent_rpc_metering", "billing_events"}
+        for i, codec in enumerate(CODECS):
+            p = Producer(plain | {"compression.type": codec, "acks": "all"})
+            for n in range(25):
+                for topic, key, value in events:
+                    p.produce(topic, value, key=key, headers=[("n", f"{i}-{n}".encode())])
+                p.poll(0)
+            assert p.flush(60) == 0
+        topics = list(legacy_kafka.TOPICS)
+        meta = AdminClient(plain).list_topics(timeout=30).topics
+        groups_before = {}
+        for g, topic in GROUPS.items():  # each group halfway through each partition
+            c = Consumer(plain | {"group.id": g})
+            marks = []
+            for p in meta[topic].partitions:
+                end = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                marks.append(TopicPartition(topic, p, end // 2))
+            commit_retrying(c, marks)
+            c.close()
+            groups_before[g] = committed(plain, g, topic, len(meta[topic].partitions))
+        assert sum(len(v) for v in groups_before.values()) > 0
+        before = read_everything(plain, topics)
+
+        creds = credentials.of_home(tmp_path / "platform", registry.principal_names())
+        prepared = local_takeover.prepare(tmp_path / "platform", old.data, creds, legacy_port=old.port)
+        live = LiveProducer(old.bootstrap)
+        live.thread.start()
+        time.sleep(3)  # writing before the switch
+        acked_before_switch = len(live.acked)
+        switch_began = time.monotonic()
+        stop_s = old.stop()
+        up = local_takeover.start(prepared, creds.admin)
+    except BaseException:
+        old.stop()
+        raise
+    try:
+        ready_s = time.monotonic() - switch_began
+        ready_at = time.monotonic()
+        deadline = ready_at + 90
+        while live.last_ack < ready_at and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(3)  # writing after the switch
+        assert live.stop() == 0, "records still unacknowledged after the switch"
+        times = sorted(live.ack_times)
+        gap = max(b - a for a, b in zip(times, times[1:], strict=False))
+        print(f"\ntakeover: {len(before)} records, {len(groups_before)} groups; live producer "
+              f"{len(live.acked)} acknowledged ({acked_before_switch} before the switch), "
+              f"{len(live.errors)} errors; old broker stopped in {stop_s:.1f}s, new one ready "
+              f"{ready_s:.1f}s after the stop began; longest time without an acknowledgement "
+              f"{gap:.1f}s")
+        assert live.errors == []
+        assert live.last_ack > switch_began, "no write was acknowledged after the switch"
+
+        admin_plain = up.connection("admin", creds.admin, "PLAIN").confluent() | {"log_level": 0}
+        after = read_everything(admin_plain, topics)
+        missing = [k for k in before if k not in after]
+        changed = [k for k in before if k in after and after[k] != before[k]]
+        assert not missing and not changed, (missing[:5], changed[:5])
+        live_after = {(p, o): after.get((LIVE_TOPIC, p, o)) for p, o, _ in live.acked}
+        lost = [(p, o) for p, o, v in live.acked if (live_after[(p, o)] or (None, None))[1] != v]
+        assert not lost, f"{len(lost)} acknowledged writes are not at their offsets: {lost[:5]}"
+        for g, topic in GROUPS.items():
+            assert committed(admin_plain, g, topic, len(meta[topic].partitions)) == groups_before[g], g
+
+        # The platform from here on: the registry's users and ACLs, SASL_SSL for its clients.
+        local_takeover.admin_scram(up, creds.admin)
+        cluster = Cluster(up.bootstrap, up.ca_file, creds)
+        apply_registry(cluster, registry)
+        wait_until_logged_in([cluster.as_("llm-gateway"), cluster.as_("billing-aggregator")])
+        p = Producer(cluster.as_("llm-gateway").confluent() | {"log_level": 0})
+        p.produce("llm_usage", events[0][2], key=b"team_abc123")
+        assert p.flush(30) == 0
+        del p
+        c = Consumer(cluster.as_("billing-aggregator").confluent()
+                     | {"group.id": "billing-agg", "enable.auto.commit": False, "log_level": 0})
+        try:  # the group resumes where it was
+            part = max(groups_before["billing-agg"], key=lambda q: groups_before["billing-agg"][q])
+            c.assign([TopicPartition("llm_usage", part, groups_before["billing-agg"][part])])
+            m = None
+            for _ in range(60):
+                m = c.poll(1)
+                if m is not None and not m.error():
+                    break
+            assert m is not None and not m.error() and m.offset() == groups_before["billing-agg"][part]
+            assert m.value() == after[("llm_usage", part, m.offset())][1]
+        finally:
+            c.close()
+        anonymous = Producer({"bootstrap.servers": up.legacy_bootstrap, "acks": "all",
+                              "message.timeout.ms": 15_000, "log_level": 0})
+        errors: list = []
+        anonymous.produce("llm_usage", b"{}", on_delivery=lambda err, msg: errors.append(err))
+        anonymous.flush(30)
+        denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert errors and errors[0] is not None and errors[0].code() == denied, errors
+
+        features = local_takeover.finalize(up, creds.admin)
+        assert "Feature: metadata.version" in features and "FinalizedVersionLevel: 4.4" in features, features
+    finally:
+        up.stop()
+    with pytest.raises(KafkaException):  # nothing listens any more: the test leaves no broker
+        AdminClient(plain | {"socket.timeout.ms": 2000}).list_topics(timeout=3)
