@@ -113,12 +113,12 @@ class Daemon:
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_file.read_text(errors="replace")[-chars:] if self.log_file.exists() else ""
 
-    def stop(self, timeout: float = 15.0) -> bool:
-        """SIGTERM, then SIGKILL after `timeout`. True if it was running."""
+    def stop(self, timeout: float = 15.0, sig: int = signal.SIGTERM) -> bool:
+        """`sig` (SIGTERM), then SIGKILL after `timeout`. True if it was running."""
         if not self.alive():
             return False
         assert self.pid is not None
-        os.kill(self.pid, signal.SIGTERM)
+        os.kill(self.pid, sig)
         deadline = time.monotonic() + timeout
         while self.alive() and time.monotonic() < deadline:
             with contextlib.suppress(ChildProcessError):

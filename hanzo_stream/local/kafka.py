@@ -285,6 +285,17 @@ def spawn_broker(d: Path, jvm: list[str], props: Path) -> subprocess.Popen:
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """SIGTERM (a broker's clean shutdown), SIGKILL after `timeout`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def wait_ready(cluster: LocalCluster, admin_password: str, timeout: float,
                spawned: dict[int, subprocess.Popen] | None = None) -> None:
     """Wait until every running node is a registered broker (dead ones are not waited for:

@@ -14,7 +14,6 @@ directory, since the state directory's parents are usually closed to other users
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import hashlib
 import os
@@ -169,20 +168,8 @@ def start(home: Path, creds: Credentials, timeout: float = 60.0) -> str:
 
 
 def stop(home: Path, timeout: float = 15.0) -> bool:
-    """Fast shutdown (SIGINT: sessions are cut, the data is consistent), then the usual way."""
-    d = Daemon.load(home, NAME)
-    if not d.alive():
-        return False
-    assert d.pid is not None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(d.pid, signal.SIGINT)
-    deadline = time.monotonic() + timeout
-    while d.alive() and time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(d.pid, os.WNOHANG)
-        time.sleep(0.1)
-    d.stop()
-    return True
+    """Fast shutdown (SIGINT: sessions are cut, the data is consistent); True if it ran."""
+    return Daemon.load(home, NAME).stop(timeout, sig=signal.SIGINT)
 
 
 def purge(home: Path) -> None:

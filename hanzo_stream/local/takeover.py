@@ -18,7 +18,7 @@ from ..connection import Connection
 from ..jvm import java, jit_flags
 from ..secret_files import write_secret
 from .credentials import Credentials
-from .kafka import BrokerFailed, broker_jvm, free_ports, spawn_broker
+from .kafka import BrokerFailed, broker_jvm, free_ports, spawn_broker, stop_process
 from .tls import make_tls
 
 
@@ -34,13 +34,7 @@ class Upgraded:
         return Connection(self.bootstrap, "SASL_SSL", mechanism, username, password, self.ca_file)
 
     def stop(self, timeout: float = 60.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, timeout)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hanzo_stream import jars
 from hanzo_stream.jvm import java, jit_flags
-from hanzo_stream.local.kafka import free_ports, random_uuid, spawn_broker
+from hanzo_stream.local.kafka import free_ports, random_uuid, spawn_broker, stop_process
 
 NODE_ID = 0  # bitnami: KAFKA_CFG_NODE_ID=0, the StatefulSet's only pod
 
@@ -69,13 +69,8 @@ class LegacyBroker:
     def stop(self, timeout: float = 60.0) -> float:
         """A clean shutdown (SIGTERM, as Kubernetes stops the pod); returns how long it took."""
         began = time.monotonic()
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc:
+            stop_process(self.proc, timeout)
         return time.monotonic() - began
 
 
