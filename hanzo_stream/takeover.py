@@ -18,7 +18,9 @@ PLAINTEXT port, kept for the clients that still dial it; the StandardAuthorizer 
 with `allow.everyone.if.no.acl.found=true`, so that until the registry is applied nothing
 a client could do before is refused. Applying topics.yaml then creates the SCRAM users and
 ACLs; from then on a topic or group with ACLs is closed to anonymous PLAINTEXT clients.
-The controller quorum stays static (voters by configuration: how 3.7 formatted it).
+The controller quorum stays static (voters by configuration, as 3.7 formatted it) until
+`finalize()` raises the release version, kraft.version included: the next restart runs
+`settled_config()`, which is broker_config() itself.
 
 docs/deploy.md, "Taking over insights-kafka", has the sequence; tests/integration/
 test_takeover.py runs it against a real 3.7 broker with producers writing throughout.
@@ -76,20 +78,34 @@ def broker_settings(settings: BrokerSettings, old: LogDir) -> BrokerSettings:
 
 def upgraded_config(settings: BrokerSettings, old: LogDir, legacy_port: int | None,
                     legacy_host: str | None = None) -> dict[str, str]:
-    """broker_config() for the taken-over node: its own id and directory, the static quorum
-    3.7 formatted, the LEGACY PLAINTEXT listener while clients still dial it, and no refusal
+    """broker_config() for the switch: the old node's id and directory, the static quorum 3.7
+    formatted, the LEGACY PLAINTEXT listener while clients still dial it, and no refusal
     before the registry's ACLs exist."""
     s = broker_settings(settings, old)
     cfg = broker_config(s)
     me = s.me
     del cfg["controller.quorum.bootstrap.servers"]
     cfg = {"controller.quorum.voters": f"{me.node_id}@{me.host}:{me.controller_port}", **cfg}
-    if legacy_port:
-        host = legacy_host or me.host
-        cfg["listeners"] += f",{LEGACY}://{s.bind_host}:{legacy_port}"
-        cfg["advertised.listeners"] += f",{LEGACY}://{host}:{legacy_port}"
-        cfg["listener.security.protocol.map"] += f",{LEGACY}:PLAINTEXT"
     cfg["allow.everyone.if.no.acl.found"] = "true"
+    return _with_legacy(cfg, s, legacy_port, legacy_host)
+
+
+def settled_config(settings: BrokerSettings, old: LogDir, legacy_port: int | None,
+                   legacy_host: str | None = None) -> dict[str, str]:
+    """broker_config() itself once finalize() has run (its release version also raises
+    kraft.version to 1: the quorum is dynamic, found through controller.quorum.bootstrap.servers
+    like every platform node) and the registry is applied (deny by default), keeping LEGACY
+    only while `legacy_port` is given. The restart into it is the first routine one."""
+    s = broker_settings(settings, old)
+    return _with_legacy(broker_config(s), s, legacy_port, legacy_host)
+
+
+def _with_legacy(cfg: dict[str, str], s: BrokerSettings, port: int | None,
+                 host: str | None) -> dict[str, str]:
+    if port:
+        cfg["listeners"] += f",{LEGACY}://{s.bind_host}:{port}"
+        cfg["advertised.listeners"] += f",{LEGACY}://{host or s.me.host}:{port}"
+        cfg["listener.security.protocol.map"] += f",{LEGACY}:PLAINTEXT"
     return cfg
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import jars, takeover
@@ -47,6 +47,7 @@ class Prepared:
     bootstrap: str
     legacy_bootstrap: str | None
     ca_file: str
+    settled: str = field(repr=False, default="")  # server.properties after finalize()
 
 
 def prepare(home: Path, old_dir: Path, creds: Credentials, legacy_port: int | None) -> Prepared:
@@ -58,11 +59,12 @@ def prepare(home: Path, old_dir: Path, creds: Credentials, legacy_port: int | No
         node_id=old.node_id, nodes=(Node(old.node_id, "127.0.0.1", client, internal, controller),),
         log_dirs=str(old.path), keystore_pem=str(tls.ca_pem.parent / "broker-keystore.pem"),
         truststore_pem=str(tls.ca_pem), bind_host="127.0.0.1", group_initial_rebalance_delay_ms=0)
-    cfg = takeover.upgraded_config(settings, old, legacy_port)
+    secret = jaas_config(creds.admin, creds.principals)
     props = home / "server.properties"
-    write_secret(props, to_server_properties(cfg | jaas_config(creds.admin, creds.principals)))
+    write_secret(props, to_server_properties(takeover.upgraded_config(settings, old, legacy_port) | secret))
     return Prepared(home, props, f"127.0.0.1:{client}",
-                    f"127.0.0.1:{legacy_port}" if legacy_port else None, str(tls.ca_pem))
+                    f"127.0.0.1:{legacy_port}" if legacy_port else None, str(tls.ca_pem),
+                    to_server_properties(takeover.settled_config(settings, old, legacy_port) | secret))
 
 
 def start(p: Prepared, admin_password: str, timeout: float = 120.0) -> Upgraded:
@@ -73,6 +75,14 @@ def start(p: Prepared, admin_password: str, timeout: float = 120.0) -> Upgraded:
     up = Upgraded(p.home, p.bootstrap, p.legacy_bootstrap, p.ca_file, proc)
     _wait_ready(up, admin_password, timeout)
     return up
+
+
+def restart_settled(p: Prepared, up: Upgraded, admin_password: str) -> Upgraded:
+    """After finalize(): restart into the platform's own configuration (dynamic quorum, deny
+    by default). Returns the running broker."""
+    up.stop()
+    write_secret(p.props, p.settled)
+    return start(replace(p, settled=""), admin_password)
 
 
 def _wait_ready(up: Upgraded, admin_password: str, timeout: float) -> None:

@@ -21,12 +21,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from hanzo_stream import takeover
 from hanzo_stream.jobs.offsets import commit_retrying
 from hanzo_stream.local import credentials
 from hanzo_stream.local import takeover as local_takeover
 from hanzo_stream.registry import Registry
 from tests.integration import legacy_kafka
-from tests.integration.conftest import Cluster, apply_registry, wait_until_logged_in
+from tests.integration.conftest import Cluster, apply_registry, wait_for, wait_until_logged_in
 
 pytestmark = pytest.mark.integration
 
@@ -240,7 +241,19 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         assert errors and errors[0] is not None and errors[0].code() == denied, errors
 
         features = local_takeover.finalize(up, creds.admin)
-        assert "Feature: metadata.version" in features and "FinalizedVersionLevel: 4.4" in features, features
+        finalized = {line.split()[1]: line.split("FinalizedVersionLevel:")[1].split()[0]
+                     for line in features.splitlines() if line.startswith("Feature:")}
+        assert finalized["metadata.version"].startswith(takeover.release() + "-"), features
+        assert finalized["kraft.version"] == "1", features  # the quorum is dynamic from here
+
+        # The first routine restart: the platform's own broker_config(), dynamic quorum.
+        up = local_takeover.restart_settled(prepared, up, creds.admin)
+        again = wait_for(lambda: read_everything(admin_plain | {"bootstrap.servers": up.bootstrap}, topics),
+                         90, "every partition to be led again after the restart")
+        assert all(again[k] == v for k, v in after.items()), "a record changed in the restart"
+        assert len(again) == len(after) + 1  # + llm-gateway's SCRAM write
+        assert committed(cluster.admin.confluent(), "audit-archive", "audit_log",
+                         len(meta["audit_log"].partitions)) == groups_before["audit-archive"]
     finally:
         up.stop()
     with pytest.raises(KafkaException):  # nothing listens any more: the test leaves no broker
