@@ -56,3 +56,14 @@ def test_finalizing_raises_the_metadata_version_to_this_release():
     assert takeover.release("4.4.0") == "4.4"
     assert takeover.finalize_args("b:9093", "c.properties")[-2:] == ["--release-version",
                                                                     takeover.release()]
+
+
+def test_after_finalize_the_node_runs_the_platforms_own_config_legacy_aside(tmp_path):
+    old = _old(tmp_path, "node.id=0\nversion=1\ncluster.id=c\n")
+    ours = broker_config(takeover.broker_settings(_settings(), old))
+    assert takeover.settled_config(_settings(), old, None) == ours
+    with_legacy = takeover.settled_config(_settings(), old, 9092)
+    assert with_legacy["allow.everyone.if.no.acl.found"] == "false"  # deny by default again
+    assert "controller.quorum.voters" not in with_legacy
+    assert {k: v for k, v in with_legacy.items() if "listener" not in k} == {
+        k: v for k, v in ours.items() if "listener" not in k}
