@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,16 @@ import jsonschema
 import yaml
 
 from . import platform
-from .model import DeadLetterThresholds, ExtraGrant, Group, LagThresholds, Principal, Registry, Topic
+from .model import (
+    DeadLetterThresholds,
+    ExtraGrant,
+    Group,
+    LagThresholds,
+    LegacyPlaintext,
+    Principal,
+    Registry,
+    Topic,
+)
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 #: LibYAML's parser (bundled with PyYAML's wheels) where present: same events, nodes and marks as
@@ -235,6 +245,10 @@ def _schema_fix(err: jsonschema.ValidationError) -> str:
         return f"use a value {word} {err.validator_value}"
     if err.validator == "minProperties":
         return "list at least one key, or remove the empty mapping"
+    if err.validator == "minItems":
+        return f"list at least {err.validator_value} item(s), or remove the field"
+    if err.validator == "uniqueItems":
+        return "list each item once"
     return "see docs/registry.md for the field's format"
 
 
@@ -324,7 +338,20 @@ def _build(data: dict, file: str) -> Registry:
         extra_grants=tuple(grants),
         replication_profile=data.get("replication", {}).get("profile"),
         platform=platform.PRINCIPALS,
+        legacy=_legacy(data.get("legacy_plaintext")),
     )
+
+
+def _legacy(block: dict | None) -> LegacyPlaintext | None:
+    if block is None:
+        return None
+    until = block["until"]
+    if not isinstance(until, date):  # YAML reads an unquoted 2027-01-31 as a date already
+        try:
+            until = date.fromisoformat(str(until))
+        except ValueError:
+            until = None  # the policy names the field and the fix
+    return LegacyPlaintext(tuple(block["stands_in_for"]), until)
 
 
 def _config_str(v: Any) -> str:

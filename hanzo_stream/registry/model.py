@@ -6,7 +6,8 @@ secrets) reads these dataclasses, never the YAML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -128,6 +129,19 @@ class ExtraGrant:
 
 
 @dataclass(frozen=True)
+class LegacyPlaintext:
+    """`legacy_plaintext:`: after a takeover, anonymous PLAINTEXT clients (User:ANONYMOUS on the
+    LEGACY listener; SASL listeners never see that principal) may do what `stands_in_for` may,
+    until `until` (docs/takeover.md)."""
+
+    stands_in_for: tuple[str, ...]
+    until: date | None  # None: not a date (the policy says so)
+
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(frozen=True)
 class Registry:
     path: str
     principals: tuple[Principal, ...]
@@ -140,6 +154,7 @@ class Registry:
     # The platform's own principals (registry/platform.py): the loader adds them to every
     # registry; they get passwords, SCRAM credentials and ACLs like declared ones.
     platform: tuple[PlatformPrincipal, ...] = ()
+    legacy: LegacyPlaintext | None = None
 
     def topic(self, name: str) -> Topic:
         return next(t for t in self.topics if t.name == name)
@@ -183,11 +198,15 @@ class Registry:
                 )
         for p in self.platform:
             out |= p.acls()
+        if self.legacy:
+            standing_in = {f"User:{p}" for p in self.legacy.stands_in_for}
+            out |= {replace(a, principal=ANONYMOUS) for a in out if a.principal in standing_in}
         return frozenset(out)
 
     def owned_principals(self) -> set[str]:
         """Kafka principals whose ACLs the reconciler owns (adds and removes)."""
-        owned = {p.kafka_principal for p in (*self.principals, *self.platform)}
+        # ANONYMOUS too: its ACLs exist only through `legacy_plaintext`, and go when it goes.
+        owned = {p.kafka_principal for p in (*self.principals, *self.platform)} | {ANONYMOUS}
         if any(WILDCARD in t.producers for t in self.topics) or any(
             e.principal == WILDCARD for e in self.extra_grants
         ):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime
 from typing import Any
 
 from . import platform
@@ -320,10 +321,38 @@ def dead_letter_thresholds(reg: Registry, data: dict) -> Iterator[Finding]:
                    f"({t.dead_letters.critical})", "lower warning or raise critical")
 
 
+LEGACY_MAX_DAYS = 180
+
+
+def today() -> date:
+    return datetime.now(UTC).date()
+
+
+def legacy_window(reg: Registry, data: dict) -> Iterator[Finding]:
+    """`legacy_plaintext:` is a window with an end: anonymous access must not become the norm."""
+    legacy = reg.legacy
+    if legacy is None:
+        return
+    for j, p in enumerate(legacy.stands_in_for):
+        if p not in reg.declared_names():
+            yield (("legacy_plaintext", "stands_in_for", j), f"principal {p!r} is not declared",
+                   "name a principal of principals: whose access the anonymous clients had")
+    where = ("legacy_plaintext", "until")
+    if legacy.until is None:
+        yield where, "is not a date", "write the last day of the window as YYYY-MM-DD"
+    elif legacy.until < today():
+        yield (where, f"the LEGACY PLAINTEXT window closed on {legacy.until}",
+               "move the clients still on PLAINTEXT to their principals (docs/takeover.md), then "
+               "remove legacy_plaintext: and the LEGACY listener; or set a new date deliberately")
+    elif (legacy.until - today()).days > LEGACY_MAX_DAYS:
+        yield (where, f"a window of {(legacy.until - today()).days} days; the most is "
+               f"{LEGACY_MAX_DAYS}", "set an earlier date; extend it later if clients need it")
+
+
 RULES: tuple[Callable[[Registry, dict], Iterator[Finding]], ...] = (
     topic_names, group_names, duplicates, partitions, keys, configs, retention, references,
     reserved_principals, least_privilege, prefix_reach, protected_topics, lag_thresholds,
-    batch_readers, dead_letter_thresholds,
+    batch_readers, dead_letter_thresholds, legacy_window,
 )
 
 

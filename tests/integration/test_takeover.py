@@ -25,7 +25,7 @@ from hanzo_stream import takeover
 from hanzo_stream.jobs.offsets import commit_retrying
 from hanzo_stream.local import credentials
 from hanzo_stream.local import takeover as local_takeover
-from hanzo_stream.registry import Registry
+from hanzo_stream.registry import Registry, load_registry
 from tests.integration import legacy_kafka
 from tests.integration.conftest import Cluster, apply_registry, wait_for, wait_until_logged_in
 
@@ -137,6 +137,28 @@ class LiveProducer:
         return self.p.flush(120)
 
 
+def with_legacy_window(registry: Registry, tmp_path: Path, stands_in_for: list[str]) -> Registry:
+    """topics.yaml plus a `legacy_plaintext:` window of a week for these principals."""
+    import datetime
+
+    until = (datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=7)).isoformat()
+    f = tmp_path / "topics.yaml"
+    f.write_text(Path(registry.path).read_text()
+                 + f"legacy_plaintext:\n  stands_in_for: [{', '.join(stands_in_for)}]\n  until: {until}\n")
+    return load_registry(f)
+
+
+def anonymous_write(bootstrap: str, topic: str) -> int | None:
+    """An anonymous PLAINTEXT write: None if acknowledged, else the error code."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 15_000,
+                  "log_level": 0})
+    got: list = []
+    p.produce(topic, b"{}", on_delivery=lambda err, msg: got.append(err))
+    p.flush(30)
+    assert got, f"no answer for {topic}"
+    return None if got[0] is None else got[0].code()
+
+
 def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path, registry):
     old = legacy_kafka.start(tmp_path / "insights-kafka")
     plain = {"bootstrap.servers": old.bootstrap, "log_level": 0}
@@ -187,6 +209,14 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         while live.last_ack < ready_at and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(3)  # writing after the switch
+
+        # The platform's credentials, with the transition window open for the producer that
+        # still dials PLAINTEXT: it keeps writing through the apply.
+        local_takeover.admin_scram(up, creds.admin)
+        cluster = Cluster(up.bootstrap, up.ca_file, creds)
+        apply_registry(cluster, with_legacy_window(registry, tmp_path, ["llm-gateway"]))
+        applied_at = time.monotonic()
+        time.sleep(3)
         assert live.stop() == 0, "records still unacknowledged after the switch"
         times = sorted(live.ack_times)
         gap = max(b - a for a, b in zip(times, times[1:], strict=False))
@@ -196,7 +226,7 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
               f"{ready_s:.1f}s after the stop began; longest time without an acknowledgement "
               f"{gap:.1f}s")
         assert live.errors == []
-        assert live.last_ack > switch_began, "no write was acknowledged after the switch"
+        assert live.last_ack > applied_at, "the anonymous producer stopped at the registry's ACLs"
 
         admin_plain = up.connection("admin", creds.admin, "PLAIN").confluent() | {"log_level": 0}
         after = read_everything(admin_plain, topics)
@@ -209,10 +239,7 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         for g, topic in GROUPS.items():
             assert committed(admin_plain, g, topic, len(meta[topic].partitions)) == groups_before[g], g
 
-        # The platform from here on: the registry's users and ACLs, SASL_SSL for its clients.
-        local_takeover.admin_scram(up, creds.admin)
-        cluster = Cluster(up.bootstrap, up.ca_file, creds)
-        apply_registry(cluster, registry)
+        # The platform's own clients over SASL_SSL; a group resumes where it was.
         wait_until_logged_in([cluster.as_("llm-gateway"), cluster.as_("billing-aggregator")])
         p = Producer(cluster.as_("llm-gateway").confluent() | {"log_level": 0})
         p.produce("llm_usage", events[0][2], key=b"team_abc123")
@@ -220,7 +247,7 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         del p
         c = Consumer(cluster.as_("billing-aggregator").confluent()
                      | {"group.id": "billing-agg", "enable.auto.commit": False, "log_level": 0})
-        try:  # the group resumes where it was
+        try:
             part = max(groups_before["billing-agg"], key=lambda q: groups_before["billing-agg"][q])
             c.assign([TopicPartition("llm_usage", part, groups_before["billing-agg"][part])])
             m = None
@@ -232,13 +259,11 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
             assert m.value() == after[("llm_usage", part, m.offset())][1]
         finally:
             c.close()
-        anonymous = Producer({"bootstrap.servers": up.legacy_bootstrap, "acks": "all",
-                              "message.timeout.ms": 15_000, "log_level": 0})
-        errors: list = []
-        anonymous.produce("llm_usage", b"{}", on_delivery=lambda err, msg: errors.append(err))
-        anonymous.flush(30)
-        denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
-        assert errors and errors[0] is not None and errors[0].code() == denied, errors
+        # Anonymous clients may do only what the window lists, and nothing once it closes.
+        assert anonymous_write(up.legacy_bootstrap, "audit_log") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert anonymous_write(up.legacy_bootstrap, "llm_usage") is None
+        apply_registry(cluster, registry)  # the window closed: its ACLs go
+        assert anonymous_write(up.legacy_bootstrap, "llm_usage") == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
         features = local_takeover.finalize(up, creds.admin)
         finalized = {line.split()[1]: line.split("FinalizedVersionLevel:")[1].split()[0]
@@ -251,7 +276,7 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         again = wait_for(lambda: read_everything(admin_plain | {"bootstrap.servers": up.bootstrap}, topics),
                          90, "every partition to be led again after the restart")
         assert all(again[k] == v for k, v in after.items()), "a record changed in the restart"
-        assert len(again) == len(after) + 1  # + llm-gateway's SCRAM write
+        assert len(again) == len(after) + 2  # + the SCRAM write and the anonymous one after `after`
         assert committed(cluster.admin.confluent(), "audit-archive", "audit_log",
                          len(meta["audit_log"].partitions)) == groups_before["audit-archive"]
     finally:

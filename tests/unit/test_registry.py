@@ -241,3 +241,56 @@ def test_a_bad_quota_names_the_principal_the_key_and_the_fix(tmp_path, quotas, f
     assert p.file.endswith("topics.yaml") and p.line > 1
     assert p.field == f"principals[{name}].{field}", p
     assert fix in p.fix, p
+
+
+def _in_days(n: int) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC).date() + timedelta(days=n)).isoformat()
+
+
+def test_a_legacy_window_gives_anonymous_plaintext_clients_exactly_what_they_stand_in_for(tmp_path):
+    from hanzo_stream.registry import access
+
+    data = hip()
+    data["legacy_plaintext"] = {"stands_in_for": ["llm-gateway", "billing-aggregator"],
+                                "until": _in_days(30)}
+    reg = load(tmp_path, data)
+    acls = reg.acls()
+    plain = load(tmp_path, hip()).acls()
+    assert acls - plain == {a.__class__(**{**a.__dict__, "principal": "User:ANONYMOUS"})
+                            for a in plain if a.principal in ("User:llm-gateway",
+                                                              "User:billing-aggregator")}
+    assert access.allows(acls, "ANONYMOUS", "TOPIC", "llm_usage", "WRITE")
+    assert access.allows(acls, "ANONYMOUS", "GROUP", "billing-agg", "READ")
+    assert not access.allows(acls, "ANONYMOUS", "TOPIC", "audit_log", "WRITE")
+    assert "User:ANONYMOUS" in reg.owned_principals()  # so removing the block removes its ACLs
+    assert "User:ANONYMOUS" in load(tmp_path, hip()).owned_principals()
+
+
+def test_an_unquoted_date_is_a_date(tmp_path):
+    text = (ROOT / "topics.yaml").read_text() + (
+        f"legacy_plaintext:\n  stands_in_for: [llm-gateway]\n  until: {_in_days(10)}\n")
+    f = tmp_path / "topics.yaml"
+    f.write_text(text)
+    assert load_registry(f).legacy.until.isoformat() == _in_days(10)
+
+
+@pytest.mark.parametrize(("block", "field", "fix"), [
+    ({"stands_in_for": ["llm-gateway"], "until": _in_days(-1)}, "legacy_plaintext.until",
+     "remove legacy_plaintext: and the LEGACY listener"),
+    ({"stands_in_for": ["llm-gateway"], "until": _in_days(400)}, "legacy_plaintext.until",
+     "set an earlier date"),
+    ({"stands_in_for": ["llm-gateway"], "until": "next spring"}, "legacy_plaintext.until",
+     "YYYY-MM-DD"),
+    ({"stands_in_for": ["ghost"], "until": _in_days(10)}, "legacy_plaintext.stands_in_for[0]",
+     "name a principal of principals:"),
+    ({"stands_in_for": [], "until": _in_days(10)}, "legacy_plaintext.stands_in_for",
+     "at least 1"),
+])
+def test_a_legacy_window_must_end_and_name_real_principals(tmp_path, block, field, fix):
+    data = hip()
+    data["legacy_plaintext"] = block
+    (p,) = problems(tmp_path, data)
+    assert p.field == field, p
+    assert fix in p.fix or fix in p.message, p
