@@ -207,6 +207,10 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                      "--secrets-file")
 
     _plan_quotas(reg, state, opts, changes, errors, notes)
+    if reg.legacy:  # a takeover's transition window: every plan says it is open (registry.md)
+        notes.append(f"legacy_plaintext: anonymous PLAINTEXT clients stand in for "
+                     f"{', '.join(reg.legacy.stands_in_for)} until {reg.legacy.until}; move them "
+                     "to their principals, then remove the block (docs/takeover.md)")
 
     if opts.allow_delete:
         if len(strays) > opts.max_deletions:

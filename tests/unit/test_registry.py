@@ -266,6 +266,16 @@ def test_a_legacy_window_gives_anonymous_plaintext_clients_exactly_what_they_sta
     assert not access.allows(acls, "ANONYMOUS", "TOPIC", "audit_log", "WRITE")
     assert "User:ANONYMOUS" in reg.owned_principals()  # so removing the block removes its ACLs
     assert "User:ANONYMOUS" in load(tmp_path, hip()).owned_principals()
+    from hanzo_stream.reconcile.observe import ClusterState
+    from hanzo_stream.reconcile.plan import make_plan
+
+    state = ClusterState(topics={}, acls=plain, scram_users={}, brokers=(1,), quotas={})
+    open_plan = make_plan(reg, state)
+    assert any("stand in for llm-gateway, billing-aggregator until" in n for n in open_plan.notes)
+    closed = make_plan(load(tmp_path, hip()), ClusterState(topics={}, acls=acls, scram_users={},
+                                                           brokers=(1,), quotas={}))
+    removed = {c.acl for c in closed.changes if c.KIND == "acl.delete"}
+    assert removed == acls - plain  # closing the window removes exactly its ACLs
 
 
 def test_an_unquoted_date_is_a_date(tmp_path):
