@@ -64,7 +64,7 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
                 "DeadLettersArriving",
                 "LlmLatencyP95High", "LlmCostSpike", "DeadLettersWarning", "DeadLettersCritical",
                 "KafkaCertificateExpiresSoon", "KafkaCertificateExpiryCritical",
-                "KafkaCaCertificateExpiresSoon"}
+                "KafkaCaCertificateExpiresSoon", "KafkaLegacyPlaintextInUse"}
     assert set(all_alerts()) == required
     assert fired == required, f"never shown firing: {required - fired}"
     assert quiet == required, f"never shown quiet: {required - quiet}"
