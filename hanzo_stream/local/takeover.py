@@ -67,11 +67,16 @@ def prepare(home: Path, old_dir: Path, creds: Credentials, legacy_port: int | No
                     to_server_properties(takeover.settled_config(settings, old, legacy_port) | secret))
 
 
-def start(p: Prepared, admin_password: str, timeout: float = 120.0) -> Upgraded:
+def start(p: Prepared, admin_password: str, timeout: float = 120.0,
+          jmx: tuple[int, Path] | None = None) -> Upgraded:
     """Start this platform's broker on the old directory (the old broker must have stopped)
     and wait until it serves SASL_SSL. The admin logs in with PLAIN (static JAAS) until its
-    SCRAM credential exists: `admin_scram()` creates it."""
-    proc = spawn_broker(p.home, broker_jvm(p.home, 768, jars.kafka_classpath()), p.props)
+    SCRAM credential exists: `admin_scram()` creates it.
+    jmx: (port, rules file) of the Prometheus JMX agent, as the platform's brokers run it."""
+    jvm = broker_jvm(p.home, 768, jars.kafka_classpath())
+    if jmx:
+        jvm[1:1] = [f"-javaagent:{jars.jmx_exporter_agent()}=127.0.0.1:{jmx[0]}:{jmx[1]}"]
+    proc = spawn_broker(p.home, jvm, p.props)
     up = Upgraded(p.home, p.bootstrap, p.legacy_bootstrap, p.ca_file, proc)
     _wait_ready(up, admin_password, timeout)
     return up

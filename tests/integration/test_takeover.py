@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ from hanzo_stream import takeover
 from hanzo_stream.jobs.offsets import commit_retrying
 from hanzo_stream.local import credentials
 from hanzo_stream.local import takeover as local_takeover
+from hanzo_stream.local.kafka import free_ports
+from hanzo_stream.monitoring import JMX_RULES_FILE
 from hanzo_stream.registry import Registry, load_registry
 from tests.integration import legacy_kafka
 from tests.integration.conftest import Cluster, apply_registry, wait_for, wait_until_logged_in
@@ -198,7 +201,8 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         acked_before_switch = len(live.acked)
         switch_began = time.monotonic()
         stop_s = old.stop()
-        up = local_takeover.start(prepared, creds.admin)
+        jmx_port = free_ports(1)[0]
+        up = local_takeover.start(prepared, creds.admin, jmx=(jmx_port, JMX_RULES_FILE))
     except BaseException:
         old.stop()
         raise
@@ -217,6 +221,12 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         apply_registry(cluster, with_legacy_window(registry, tmp_path, ["llm-gateway"]))
         applied_at = time.monotonic()
         time.sleep(3)
+        # What KafkaLegacyPlaintextInUse reads: the anonymous producer, named by its library.
+        scrape = urllib.request.urlopen(f"http://127.0.0.1:{jmx_port}/metrics", timeout=10).read().decode()
+        legacy = [line for line in scrape.splitlines()
+                  if line.startswith("kafka_server_socket_server_metrics_connections{")
+                  and 'listener="LEGACY"' in line and 'client_software_name="confluent-kafka-python"' in line]
+        assert sum(float(line.rsplit(" ", 1)[1]) for line in legacy) >= 1, legacy
         assert live.stop() == 0, "records still unacknowledged after the switch"
         times = sorted(live.ack_times)
         gap = max(b - a for a, b in zip(times, times[1:], strict=False))
