@@ -211,10 +211,15 @@ def test_billing_rows_in_postgresql_are_exactly_billing_events(platform: Platfor
     before = _billing_events(platform)
     dsn = postgres.dsn(platform.home, credentials.of_home(platform.home))
     assert dsn, "postgres is not running"
-    with psycopg.connect(dsn, row_factory=dict_row) as conn:
-        rows = {r["billing_id"]: r for r in conn.execute("SELECT * FROM billing_usage_hourly")}
+
+    def caught_up() -> dict | None:  # a batch read between its two writes is a moment away
+        with psycopg.connect(dsn, row_factory=dict_row) as conn:
+            rows = {r["billing_id"]: r for r in conn.execute("SELECT * FROM billing_usage_hourly")}
+        return rows if set(before) <= set(rows) else None
+
+    rows = wait_for(caught_up, 60, "PostgreSQL to hold every billing record Kafka had")
     after = _billing_events(platform)
-    assert before and set(before) <= set(rows) <= set(after), (len(before), len(rows), len(after))
+    assert before and set(rows) <= set(after), (len(before), len(rows), len(after))
     iso = lambda t: t.isoformat(timespec="milliseconds").replace("+00:00", "Z")  # noqa: E731
     for bid, r in rows.items():
         got = {k: iso(v) if k.startswith("window_") else str(v) if k == "event_id" else v
