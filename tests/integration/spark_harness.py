@@ -160,15 +160,20 @@ def dead_letters(cluster, group: str, source_topic: str, offsets: set[tuple[int,
     return out
 
 
-def offsets_of(cluster, group: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
-    """(committed offsets of the group, end offsets of the topic)."""
-    admin = cluster.admin_client()
+def end_offsets(cluster, topic: str) -> dict[int, int]:
     c = Consumer(cluster.admin.confluent() | {"group.id": f"test-offsets-{uuid.uuid4()}"})
     try:
         parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
     finally:
         c.close()
+
+
+def offsets_of(cluster, group: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+    """(committed offsets of the group, end offsets of the topic)."""
+    admin = cluster.admin_client()
+    ends = end_offsets(cluster, topic)
+    parts = sorted(ends)
     # bounded: a broker that died must fail the test, not hang it
     req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
     res = admin.list_consumer_group_offsets([req])[group].result(timeout=60)
