@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import jars, takeover
@@ -87,7 +87,7 @@ def restart_settled(p: Prepared, up: Upgraded, admin_password: str) -> Upgraded:
     by default). Returns the running broker."""
     up.stop()
     write_secret(p.props, p.settled)
-    return start(replace(p, settled=""), admin_password)
+    return start(p, admin_password)
 
 
 def _wait_ready(up: Upgraded, admin_password: str, timeout: float) -> None:
@@ -130,16 +130,16 @@ def admin_scram(up: Upgraded, admin_password: str) -> None:
 
 
 def finalize(up: Upgraded, admin_password: str) -> str:
-    """Raise metadata.version to this release's (kafka-features upgrade), as the admin."""
+    """Raise every feature to this release's (kafka-features upgrade), as the admin; returns
+    the upgrade's output and `describe` after it."""
     cfg = up.home / ".features.properties"
     conn = up.connection("admin", admin_password, "PLAIN")
     write_secret(cfg, to_server_properties({k: v for k, v in conn.java().items()
                                             if k != "bootstrap.servers"}))
+    tool = [java(), *jit_flags(), "-cp", jars.kafka_classpath()]
     try:
-        out = takeover.run_feature_command([java(), *jit_flags(), "-cp", jars.kafka_classpath()],
-                                           takeover.finalize_args(up.bootstrap, cfg))
+        out = takeover.run_feature_command(tool, takeover.finalize_args(up.bootstrap, cfg))
         return out + takeover.run_feature_command(
-            [java(), *jit_flags(), "-cp", jars.kafka_classpath()],
-            ["--bootstrap-server", up.bootstrap, "--command-config", str(cfg), "describe"])
+            tool, ["--bootstrap-server", up.bootstrap, "--command-config", str(cfg), "describe"])
     finally:
         cfg.unlink(missing_ok=True)
