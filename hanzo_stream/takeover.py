@@ -82,12 +82,18 @@ def upgraded_config(settings: BrokerSettings, old: LogDir, legacy_port: int | No
     formatted, the LEGACY PLAINTEXT listener while clients still dial it, and no refusal
     before the registry's ACLs exist."""
     s = broker_settings(settings, old)
-    cfg = broker_config(s)
+    return with_legacy(switch_config(broker_config(s), s), s, legacy_port, legacy_host)
+
+
+def switch_config(cfg: dict[str, str], s: BrokerSettings) -> dict[str, str]:
+    """A node's broker_config() as it runs from the switch to finalize (locally and in the
+    Kubernetes pod alike): the one-voter static quorum 3.7 formatted (its kraft.version 0 has no
+    voter set in the log to bootstrap from), and no refusal before the registry is applied."""
     me = s.me
-    del cfg["controller.quorum.bootstrap.servers"]
-    cfg = {"controller.quorum.voters": f"{me.node_id}@{me.host}:{me.controller_port}", **cfg}
-    cfg["allow.everyone.if.no.acl.found"] = "true"
-    return _with_legacy(cfg, s, legacy_port, legacy_host)
+    out = {"controller.quorum.voters": f"{me.node_id}@{me.host}:{me.controller_port}",
+           **{k: v for k, v in cfg.items() if k != "controller.quorum.bootstrap.servers"}}
+    out["allow.everyone.if.no.acl.found"] = "true"
+    return out
 
 
 def settled_config(settings: BrokerSettings, old: LogDir, legacy_port: int | None,
@@ -97,11 +103,14 @@ def settled_config(settings: BrokerSettings, old: LogDir, legacy_port: int | Non
     like every platform node) and the registry is applied (deny by default), keeping LEGACY
     only while `legacy_port` is given. The restart into it is the first routine one."""
     s = broker_settings(settings, old)
-    return _with_legacy(broker_config(s), s, legacy_port, legacy_host)
+    return with_legacy(broker_config(s), s, legacy_port, legacy_host)
 
 
-def _with_legacy(cfg: dict[str, str], s: BrokerSettings, port: int | None,
-                 host: str | None) -> dict[str, str]:
+def with_legacy(cfg: dict[str, str], s: BrokerSettings, port: int | None,
+                host: str | None = None) -> dict[str, str]:
+    """`cfg` with the LEGACY PLAINTEXT listener on `port` (none when 0 or None), advertised as
+    `host` (default: the node's own address)."""
+    cfg = dict(cfg)
     if port:
         cfg["listeners"] += f",{LEGACY}://{s.bind_host}:{port}"
         cfg["advertised.listeners"] += f",{LEGACY}://{host or s.me.host}:{port}"

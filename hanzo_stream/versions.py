@@ -98,4 +98,5 @@ KUBE_IMAGE_PYTHON = "3.11"
 KUBE_IMAGE_JAVA = "17"
 KUBE_PAUSE_IMAGE = "localhost/hanzo-stream/pause:1"
 KUBE_KAFKA_IMAGE = f"localhost/hanzo-stream/kafka:{KAFKA_VERSION}"  # stands in for APACHE_IMAGE
+KUBE_LEGACY_KAFKA_IMAGE = f"localhost/hanzo-stream/kafka:{TAKEOVER_FROM_KAFKA}"  # bitnami/kafka:3.7
 KUBE_HANZO_STREAM_REPO = "localhost/hanzo-stream/hanzo-stream"  # tagged with a hash of its contents

@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from hanzo_stream import takeover
 from hanzo_stream.broker_config import (
     BrokerSettings,
     broker_config,
@@ -147,6 +148,7 @@ class Rendered:
     common: dict[str, str]
     per_pod: tuple[dict[str, str], ...]
     format_args: tuple[tuple[str, ...], ...]  # kafka-storage format flags of each pod
+    switch: bool = False  # taking over a running cluster's volumes: never format one
 
     def pod_config(self, ordinal: int) -> dict[str, str]:
         merged = {**self.common, **self.per_pod[ordinal]}
@@ -154,10 +156,15 @@ class Rendered:
 
 
 def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Paths(),
-           founders: int | None = None) -> Rendered:
-    """broker_config() of every pod; `founders`: how many pods founded the quorum (None: all)."""
+           founders: int | None = None, switch: bool = False, legacy_port: int = 0) -> Rendered:
+    """broker_config() of every pod; `founders`: how many pods founded the quorum (None: all);
+    `switch`: the pod takes over a running cluster's volume (takeover.switch_config, and the
+    entrypoint never formats); `legacy_port`: the LEGACY PLAINTEXT listener's port, 0 none."""
     pods = [broker_settings(top, i, overrides, paths) for i in range(top.brokers)]
     cfgs = [broker_config(s) for s in pods]
+    if switch:
+        cfgs = [takeover.switch_config(c, s) for c, s in zip(cfgs, pods, strict=True)]
+    cfgs = [takeover.with_legacy(c, s, legacy_port) for c, s in zip(cfgs, pods, strict=True)]
     first = cfgs[0]
     varying = {"node.id", "advertised.listeners"} | {
         k for c in cfgs[1:] for k in first if c.get(k) != first[k]}
@@ -165,7 +172,7 @@ def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Path
     per_pod = tuple({k: c[k] for k in first if k in varying} for c in cfgs)
     voters = initial_voters(top, founders)
     fmt = tuple(tuple(quorum_format_args(s, voters)) for s in pods)
-    return Rendered(tuple(first), common, per_pod, fmt)
+    return Rendered(tuple(first), common, per_pod, fmt, switch)
 
 
 def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str,
@@ -229,15 +236,44 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         "done",
         f'printf \'%s\\n\' "${JAAS_ENV}" >> "$conf"',
         f"unset {JAAS_ENV}",
-        "# First start on an empty volume: join the dynamic quorum as rendered for this pod.",
-        f'{bin_}/kafka-storage.sh format --ignore-formatted --cluster-id "${flavor.cluster_id_var}"'
-        ' --config "$conf" "$@"',
+        *(adopt_volume(flavor, paths) if r.switch else format_volume(flavor)),
         "# The JMX agent goes to the broker's JVM only: in the container's KAFKA_OPTS, every Kafka tool",
         "# run in the container would load it too and fail to bind its port.",
         *supervised(f'KAFKA_OPTS="${{{JMX_AGENT_ENV}:-}}${{KAFKA_OPTS:+ $KAFKA_OPTS}}" '
                     f'{bin_}/kafka-server-start.sh "$conf"', f"{paths.gate_dir}/{EVERYONE_GOES}"),
         "",
     ])
+
+
+def format_volume(flavor: Flavor) -> list[str]:
+    return [
+        "# First start on an empty volume: join the dynamic quorum as rendered for this pod.",
+        f'{flavor.kafka_home}/bin/kafka-storage.sh format --ignore-formatted --cluster-id '
+        f'"${flavor.cluster_id_var}" --config "$conf" "$@"',
+    ]
+
+
+def adopt_volume(flavor: Flavor, paths: Paths) -> list[str]:
+    """takeoverSwitch: the volume must hold the old cluster's log directory. Formatting an empty
+    one would start an empty cluster under the old addresses, so the pod stops instead and says
+    why (without printing the ids: the cluster id is a secret of the stack)."""
+    meta = _q(f"{paths.log_dirs}/meta.properties")
+    fail = 'echo "hanzo-stream: takeoverSwitch is on but'
+    return [
+        "# takeoverSwitch: start on the old cluster's log directory, never format one.",
+        f"if [ ! -s {meta} ]; then",
+        f'  {fail} {paths.log_dirs}/meta.properties does not exist: this pod\'s volume (claim'
+        f' data-$HOSTNAME) is not the old broker\'s, and nothing was formatted. Check that'
+        ' statefulSetName is the old StatefulSet\'s and that its claim exists (kubectl get pvc);'
+        ' docs/takeover.md" >&2',
+        "  exit 65",
+        "fi",
+        f"if [ \"$(sed -n 's/^cluster.id=//p' {meta})\" != \"${flavor.cluster_id_var}\" ]; then",
+        f'  {fail} the volume belongs to another cluster than the clusterId setting names. Set'
+        f' clusterId to cluster.id of {paths.log_dirs}/meta.properties; docs/takeover.md" >&2',
+        "  exit 65",
+        "fi",
+    ]
 
 
 EVERYONE_GOES_KILL_SECONDS = 30  # a controlled shutdown with its quorum up takes 1-6 s here

@@ -42,8 +42,18 @@ class JmxRules:
     config_map: str = "kafka-jmx-rules"
 
 
-def _port(name: str) -> dict:
-    return {"name": name, "containerPort": PORTS[name], "protocol": "TCP"}
+LEGACY_PORT_NAME = "legacy"
+
+
+def _port(name: str, number: int | None = None) -> dict:
+    return {"name": name, "containerPort": number or PORTS[name], "protocol": "TCP"}
+
+
+def broker_ports(top: Topology) -> list[dict]:
+    ports = [_port("client"), _port("internal"), _port("controller"), _port("metrics")]
+    if top.legacy_port:
+        ports.append(_port(LEGACY_PORT_NAME, top.legacy_port))
+    return ports
 
 
 def _sha(text: str) -> str:
@@ -213,14 +223,15 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,  # service env vars would collide with KAFKA_* names
         "terminationGracePeriodSeconds": 120,  # room for a controlled shutdown
-        "securityContext": security_context.pod(flavor.uid, fsGroupChangePolicy="OnRootMismatch"),
+        "securityContext": security_context.pod(s.brokerUid or flavor.uid,
+                                                fsGroupChangePolicy="OnRootMismatch"),
         "initContainers": [jmx_agent_init(s, paths)],
         "containers": [{
             "name": "kafka",
             "image": s.broker_image,
             "command": ["/bin/sh", "-c", script],
             "env": env,
-            "ports": [_port("client"), _port("internal"), _port("controller"), _port("metrics")],
+            "ports": broker_ports(top),
             "resources": {"requests": {"cpu": s.cpuRequest, "memory": s.memoryRequest},
                           "limits": {"cpu": s.cpuLimit, "memory": s.memoryLimit}},
             # Ready = serving clients; alive = the controller listener answers. The startup
@@ -296,14 +307,17 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
 def services(top: Topology) -> list[dict]:
     sel = top.broker_labels
 
-    def svc_port(name: str) -> dict:
-        return {"name": name, "port": PORTS[name], "targetPort": name, "protocol": "TCP"}
+    def svc_port(name: str, number: int | None = None) -> dict:
+        return {"name": name, "port": number or PORTS[name], "targetPort": name, "protocol": "TCP"}
 
+    ports = [svc_port("client"), svc_port("internal"), svc_port("controller")]
+    if top.legacy_port:  # the old clients dial <pod>.<headless>:<port>
+        ports.append(svc_port(LEGACY_PORT_NAME, top.legacy_port))
     headless = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": top.headless, "namespace": top.namespace, "labels": sel},
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": sel,
-                 "ports": [svc_port("client"), svc_port("internal"), svc_port("controller")]},
+                 "ports": ports},
     }
     client = {
         "apiVersion": "v1", "kind": "Service",

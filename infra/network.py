@@ -1,6 +1,8 @@
 """NetworkPolicies: deny all ingress to the platform's pods, then open exactly these paths.
 
 - client port 9093 (brokers) and 8081 (schema registry): from the client namespaces;
+- a taken-over cluster's LEGACY PLAINTEXT port (legacyPlaintextPort): from the namespace's
+  own pods only;
 - inter-broker 9094 and controller 9095: only from broker pods;
 - metrics ports (brokers, exporter, consumer jobs, dead-letter-monitor) and Alertmanager's API:
   only from the monitoring namespace;
@@ -25,6 +27,7 @@ from typing import Any
 from .topology import PART_OF, PORTS, Topology, labels
 
 NS_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
+LEGACY_POLICY = "kafka-legacy-plaintext"
 
 
 def _ns_peer(names: list[str]) -> dict:
@@ -100,6 +103,10 @@ def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace:
         _policy(top, "kafka-metrics", brokers, [
             {"from": [_ns_peer([monitoring_namespace])], "ports": _tcp(PORTS["metrics"])}]),
     ]
+    if top.legacy_port:
+        # A peer with a podSelector and no namespaceSelector is a pod of this namespace only.
+        out.append(_policy(top, LEGACY_POLICY, brokers, [
+            {"from": [{"podSelector": {}}], "ports": _tcp(top.legacy_port)}]))
     if schema_registry:
         out.append(_policy(top, "schema-registry", schema_registry["selector"], [
             {"from": [_ns_peer(client_namespaces)], "ports": _tcp(schema_registry["port"])}]))

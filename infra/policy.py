@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hanzo_stream.takeover import LEGACY
+
 from .broker import FLAVORS, properties_from_env
 from .topology import PART_OF
 
@@ -125,14 +127,50 @@ def check_images(manifests: list[dict], require_digests: bool) -> list[Violation
             if (p := image_problem(img, require_digests))]
 
 
+def legacy_window_missing(registry_file: object) -> Violation:
+    return Violation(
+        "legacy-plaintext-window", "config legacyPlaintextPort",
+        f"the LEGACY PLAINTEXT listener is on but {registry_file} declares no `legacy_plaintext:` "
+        "window: add one (stands_in_for: the principals its clients act as; until: the last day, "
+        "docs/registry.md) so the transition has an end, or `pulumi config rm legacyPlaintextPort`")
+
+
+def _legacy_port(props: dict[str, str]) -> int | None:
+    for entry in props.get("listeners", "").split(","):
+        if entry.startswith(f"{LEGACY}://"):
+            return int(entry.rsplit(":", 1)[1])
+    return None
+
+
+def _namespace_only(policies: list[dict], pod_labels: dict, port: int) -> str | None:
+    """Why `port` of these pods is open to more than the namespace's own pods, or None."""
+    rules = [r for p in policies if _selects(p["spec"]["podSelector"], pod_labels)
+             for r in p["spec"].get("ingress", [])
+             if not r.get("ports") or any(x.get("port") == port for x in r["ports"])]
+    if not rules:
+        return f"no NetworkPolicy admits port {port}; it must admit the namespace's pods only"
+    for r in rules:
+        peers = r.get("from") or [{}]
+        if any(set(peer) != {"podSelector"} for peer in peers):
+            return (f"a NetworkPolicy admits port {port} from {peers}: only pods of the "
+                    "namespace may reach it (a podSelector without namespaceSelector)")
+    return None
+
+
 def check_listeners(manifests: list[dict]) -> list[Violation]:
     out = []
+    policies = [m for m in manifests if m.get("kind") == "NetworkPolicy"]
     for sts in brokers(manifests):
         props, n = broker_properties(sts), _name(sts)
         protocols = dict(x.split(":", 1) for x in props.get("listener.security.protocol.map",
                                                             "").split(",") if ":" in x)
         for listener, proto in protocols.items():
-            if proto != "SASL_SSL":
+            if listener == LEGACY and proto == "PLAINTEXT" and (port := _legacy_port(props)):
+                # A taken-over cluster's old clients (legacyPlaintextPort), inside the namespace.
+                why = _namespace_only(policies, sts["spec"]["template"]["metadata"]["labels"], port)
+                if why:
+                    out.append(Violation("no-plaintext", n, f"listener {LEGACY}: {why}"))
+            elif proto != "SASL_SSL":
                 out.append(Violation("no-plaintext", n, f"listener {listener} uses {proto}"))
         for entry in props.get("listeners", "").split(","):
             name = entry.split("://", 1)[0]

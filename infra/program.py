@@ -100,7 +100,14 @@ def main(root: Path = ROOT) -> None:
     registry = load_registry(registry_file)
     top = Topology.of(s)
     flavor = broker.FLAVORS[s.imageFlavor]
-    rendered = broker.render(top, s.brokerConfigOverrides)
+    if top.legacy_port and registry.legacy is None:
+        raise policy.PolicyViolation([policy.legacy_window_missing(registry_file)])
+
+    def render(founders: int | None = None) -> broker.Rendered:
+        return broker.render(top, s.brokerConfigOverrides, founders=founders,
+                             switch=s.takeoverSwitch, legacy_port=top.legacy_port)
+
+    rendered = render()
     files = monitoring.discover(root)
     jobs = spark.discover(root, registry) if s.spark else []
     consumer_jobs = monitoring.consumer_jobs(root, registry)
@@ -120,8 +127,7 @@ def main(root: Path = ROOT) -> None:
                                    _secret_setting("clickhousePassword"), s.s3Endpoint,
                                    _secret_setting("postgresDsn"))]
     founders = founding_controllers(s)
-    script = founders.apply(lambda n: broker.entrypoint(
-        flavor, top, broker.render(top, s.brokerConfigOverrides, founders=n)))
+    script = founders.apply(lambda n: broker.entrypoint(flavor, top, render(n)))
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.priority_class(top), cluster.service_account(top), *cluster.services(top),
              cluster.pdb(top),

@@ -18,6 +18,8 @@ from hanzo_stream import jars, versions
 from hanzo_stream.registry import platform
 
 PROJECT = "hanzo-stream"
+# The broker pods' ports (topology.py names them for every module).
+PORTS = {"client": 9093, "internal": 9094, "controller": 9095, "metrics": 9404}
 
 # The Prometheus JMX exporter agent: where it is published (the reconciler image bakes it in
 # from there, images/Dockerfile.reconciler), its checksum, and where that image keeps it.
@@ -56,6 +58,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("initialControllers", 0, "pods that formed the controller quorum when the stack "
             "was created; 0: the size the program recorded at the stack's first `pulumi up` "
             "(set it only for a stack whose record is missing or wrong; 1, or 3 up to `brokers`)"),
+    Setting("statefulSetName", "kafka", "the brokers' StatefulSet; its pods are <name>-0, "
+            "<name>-1, ... and claim the volumes data-<pod>. A takeover names the running one's "
+            "(`insights-kafka`), so its pod claims the old volume (docs/takeover.md)"),
+    Setting("headlessServiceName", "kafka-headless", "the StatefulSet's governing (headless) "
+            "Service: each broker is <pod>.<this>.<namespace>.svc. A takeover keeps the "
+            "standard's `insights-kafka`, the name its clients dial"),
+    Setting("clientServiceName", "kafka", "the Service clients bootstrap from (port 9093)"),
+    Setting("takeoverSwitch", False, "true only for the `pulumi up` that switches a running "
+            "Kafka 3.3+ KRaft cluster over in place (docs/takeover.md): the old static quorum, "
+            "no ACL refusal before the registry is applied, and a broker that refuses to start "
+            "on a volume that is not the old cluster's instead of formatting it. Needs "
+            "`clusterId` (the old one's) and 1 broker; false again once `kafka-features "
+            "upgrade` has run (the roll into the platform's own configuration)"),
+    Setting("legacyPlaintextPort", 0, "a PLAINTEXT listener (`LEGACY`) on this port for the "
+            "clients of a taken-over cluster that still dial the old address (9092), reachable "
+            "only from pods in the namespace, and only while topics.yaml declares its "
+            "`legacy_plaintext` window; 0: none, every listener is SASL_SSL"),
+    Setting("brokerUid", 0, "uid and fsGroup of the broker pods; 0: the image flavour's "
+            "(apache 1000, bitnami 1001). A taken-over Bitnami volume's files belong to 1001"),
     Setting("imageFlavor", "apache", "`apache` (the official apache/kafka image, KAFKA_* "
             "variables) or `bitnami` (a Bitnami-layout image you name in `image`, "
             "KAFKA_CFG_* variables)"),
@@ -277,9 +298,51 @@ def _validate(v: dict[str, Any]) -> None:
         raise SettingsError(f"{PROJECT}:clusterId {v['clusterId']!r} is not a KRaft cluster id "
                             "(22 characters of base64url, as `kafka-storage.sh random-uuid` prints "
                             "and meta.properties holds)")
+    _validate_names(v)
+    _validate_takeover(v)
     if v["imageDigest"] and not v["imageDigest"].startswith("sha256:"):
         raise SettingsError("imageDigest must look like sha256:<64 hex>")
     _validate_heap(v)
+
+
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+def _validate_names(v: dict[str, Any]) -> None:
+    # A pod name is the StatefulSet's plus "-<ordinal>", and its controller-revision-hash label
+    # adds 11 characters more: 52 keeps both under Kubernetes' 63.
+    for key, most in (("statefulSetName", 52), ("headlessServiceName", 63),
+                      ("clientServiceName", 63)):
+        if not _DNS_LABEL.fullmatch(v[key]) or len(v[key]) > most:
+            raise SettingsError(f"{PROJECT}:{key} {v[key]!r} is not a Kubernetes name: lower-case "
+                                f"letters, digits and '-', starting with a letter, at most {most}")
+    if v["headlessServiceName"] == v["clientServiceName"]:
+        raise SettingsError(
+            f"{PROJECT}:headlessServiceName and clientServiceName are both "
+            f"{v['clientServiceName']!r}: one Service cannot be headless (each broker's own "
+            "address) and a client Service at once; give the client Service another name")
+
+
+def _validate_takeover(v: dict[str, Any]) -> None:
+    port = v["legacyPlaintextPort"]
+    if port and not (1024 <= port <= 65535 and port not in PORTS.values()):
+        raise SettingsError(
+            f"{PROJECT}:legacyPlaintextPort {port} must be 0 (none) or a free port from 1024 "
+            f"to 65535 other than the broker's own {', '.join(map(str, PORTS.values()))}; "
+            "the standard's clients dial 9092")
+    if v["brokerUid"] < 0:
+        raise SettingsError(f"{PROJECT}:brokerUid must be 0 (the image's uid) or a uid above 0")
+    if not v["takeoverSwitch"]:
+        return
+    if not v["clusterId"]:
+        raise SettingsError(
+            f"{PROJECT}:takeoverSwitch is true but clusterId is empty: set it to the running "
+            "cluster's id, `cluster.id` in its meta.properties (`kubectl -n hanzo exec "
+            "insights-kafka-0 -- cat /bitnami/kafka/data/meta.properties`); docs/takeover.md")
+    if v["brokers"] != 1:
+        raise SettingsError(
+            f"{PROJECT}:takeoverSwitch takes over a one-broker cluster (the standard's) and "
+            f"brokers is {v['brokers']}: switch with brokers 1, then grow after the switch")
 
 
 #: What a broker's JVM needs beside its heap (metaspace, thread stacks, network and direct

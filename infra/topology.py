@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from hanzo_stream.broker_config import Node
 
-from .settings import StackSettings
+from .settings import PORTS, StackSettings
 
 PART_OF = "hanzo-stream"
-PORTS = {"client": 9093, "internal": 9094, "controller": 9095, "metrics": 9404}
+__all__ = ["PORTS", "PART_OF", "Topology", "labels"]
 
 
 def labels(component: str, name: str | None = None) -> dict[str, str]:
@@ -30,10 +30,13 @@ class Topology:
     headless: str = "kafka-headless"
     client_service: str = "kafka"
     data_volume: str = "data"  # the StatefulSet's volumeClaimTemplate
+    legacy_port: int = 0  # the LEGACY PLAINTEXT listener of a taken-over cluster; 0: none
 
     @staticmethod
     def of(s: StackSettings) -> Topology:
-        return Topology(s.namespace, s.clusterDomain, s.brokers)
+        return Topology(s.namespace, s.clusterDomain, s.brokers, statefulset=s.statefulSetName,
+                        headless=s.headlessServiceName, client_service=s.clientServiceName,
+                        legacy_port=s.legacyPlaintextPort)
 
     def pod(self, ordinal: int) -> str:
         return f"{self.statefulset}-{ordinal}"

@@ -14,7 +14,11 @@ containerd's `k8s.io` namespace (import_images).
   files the jobs read under /opt/hanzo-stream, the Spark connector jars, the JMX agent the
   broker's init container copies, and spark-entrypoint; uid 10001 (hanzo).
 
-kafka and hanzo-stream share one Debian base. Every layer is a stage cached as an OCI
+- kafka-3.7 (versions.KUBE_LEGACY_KAFKA_IMAGE) stands in for the standard's bitnami/kafka:3.7:
+  Kafka 3.7.2's jars in Bitnami's layout, uid 1001 and a run script of Bitnami's convention
+  (KAFKA_CFG_* variables); only the takeover test imports it.
+
+kafka, kafka-3.7 and hanzo-stream share one Debian base. Every layer is a stage cached as an OCI
 layout under cache_dir()/kube/images, named by a hash of its inputs and its parent's, so
 a code change rebuilds only hanzo-stream's small top layer and a build with nothing
 changed only hashes its inputs. Builds run as root (mmdebstrap, chroot).
@@ -56,7 +60,8 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = Path(__file__).with_name("image_files")
-NAMES = ("pause", "kafka", "hanzo-stream")
+NAMES = ("pause", "kafka", "hanzo-stream")  # what every node imports
+ON_DEMAND = ("kafka-3.7",)  # what only the test that runs it imports
 PAUSE_IMAGE = v.KUBE_PAUSE_IMAGE  # containerd's CRI sandbox_image
 FORMAT = 1  # part of every key: bump it when the way a layer is made changes
 
@@ -554,6 +559,59 @@ def kafka_stage(base: Stage) -> Stage:
 
 
 # ---------------------------------------------------------------------------------------
+# kafka-3.7: the standard's running insights-kafka (bitnami/kafka:3.7), for the takeover test
+
+LEGACY_HOME = "/opt/bitnami/kafka"
+LEGACY_RUN = "/opt/bitnami/scripts/kafka/run.sh"
+LEGACY_TOOLS = {  # what the standard's lines and the test run (Kafka 3.7.2's classes)
+    "kafka-server-start.sh": "kafka.Kafka",
+    "kafka-storage.sh": "kafka.tools.StorageTool",
+    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
+    "kafka-features.sh": "org.apache.kafka.tools.FeatureCommand",
+}
+_CONSOLE = "org.apache.log4j.ConsoleAppender"
+LEGACY_LOG4J = {  # log4j 1 (reload4j): the broker to stdout, the tools' warnings to stderr
+    "log4j.properties": f"log4j.rootLogger=INFO, out\nlog4j.appender.out={_CONSOLE}\n",
+    "tools-log4j.properties": f"log4j.rootLogger=WARN, err\nlog4j.appender.err={_CONSOLE}\n"
+                              "log4j.appender.err.Target=System.err\n",
+}
+
+
+def legacy_user() -> User:
+    """Bitnami's images run as 1001; its files on the volume belong to it."""
+    return User("bitnami", _infra("broker").FLAVORS["bitnami"].uid, "/home/bitnami")
+
+
+def legacy_tool(main_class: str) -> str:
+    log4j = "log4j.properties" if main_class == "kafka.Kafka" else "tools-log4j.properties"
+    return ("#!/bin/sh\n"
+            f'exec java ${{KAFKA_HEAP_OPTS:--Xmx256m}} ${{KAFKA_OPTS:-}} '
+            f'-Dlog4j.configuration=file:{LEGACY_HOME}/config/{log4j} '
+            f'-cp "{LEGACY_HOME}/libs/*" {main_class} "$@"\n')
+
+
+def legacy_kafka_stage(base: Stage) -> Stage:
+    uid = legacy_user().uid
+    entries = [
+        Entry(LEGACY_RUN, source=FILES / "legacy-kafka-run.sh", mode=0o755),
+        *(Entry(f"{LEGACY_HOME}/bin/{t}", data=legacy_tool(c).encode(), mode=0o755)
+          for t, c in LEGACY_TOOLS.items()),
+        *(Entry(f"{LEGACY_HOME}/config/{n}", data=text.encode()) for n, text in LEGACY_LOG4J.items()),
+        Entry(f"{LEGACY_HOME}/config", mode=0o775, uid=uid),  # run.sh writes server.properties
+        Entry(f"{LEGACY_HOME}/libs", mode=0o755),
+        Entry("/bitnami/kafka", mode=0o775, uid=uid),  # the volume's mount point
+    ]
+
+    def make(work: Path) -> Path:
+        libs = [Entry(f"{LEGACY_HOME}/libs/{j.name}", source=j)
+                for j in sorted(jars.takeover_from_kafka_jars().glob("*.jar"))]
+        return write_layer(work / "layer.tar", [*entries, *libs, *user_entries(legacy_user())])
+    inputs = {"jars": [v.TAKEOVER_FROM_KAFKA, v.TAKEOVER_FROM_SLF4J_RELOAD4J],
+              "files": [e.fingerprint() for e in entries], "user": legacy_user()}
+    return Stage("kafka-3.7", inputs, make, base)
+
+
+# ---------------------------------------------------------------------------------------
 # hanzo-stream
 
 
@@ -710,6 +768,10 @@ def specs() -> dict[str, Image]:
              # a pod's `command:` replaces it.
              "entrypoint": [f"{home}/bin/spark-entrypoint"], "cmd": ["hanzo-stream", "--help"]},
             v.KUBE_HANZO_STREAM_REPO),
+        "kafka-3.7": Image("kafka-3.7", legacy_kafka_stage(base),
+                           {"user": f"{legacy_user().uid}:{legacy_user().uid}",
+                            "workdir": LEGACY_HOME, "env": env, "entrypoint": [LEGACY_RUN]},
+                           *_split(v.KUBE_LEGACY_KAFKA_IMAGE)),
     }
 
 
@@ -805,11 +867,11 @@ def _lock() -> Iterator[None]:
 def build(names: Iterable[str] = NAMES) -> dict[str, Built]:
     """Build (or find cached) the named images' archives."""
     wanted = list(names)
-    unknown = set(wanted) - set(NAMES)
-    if unknown:
-        raise BuildFailed(f"no image {sorted(unknown)}; there are {', '.join(NAMES)}")
     with _lock():
         all_specs = specs()
+        unknown = set(wanted) - set(all_specs)
+        if unknown:
+            raise BuildFailed(f"no image {sorted(unknown)}; there are {', '.join(all_specs)}")
         out = {}
         for name in wanted:
             log.info("%s: %s", name, all_specs[name].ref)
@@ -856,7 +918,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  description="Images for the local Kubernetes, built without a registry.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the images' OCI archives (cached)")
-    b.add_argument("--only", choices=NAMES, action="append", help="just this image (repeatable)")
+    b.add_argument("--only", choices=[*NAMES, *ON_DEMAND], action="append",
+                   help="just this image (repeatable)")
     sub.add_parser("refs", help="print the images' references as JSON")
     args = ap.parse_args(argv)
     if args.cmd == "refs":

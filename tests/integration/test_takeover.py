@@ -12,154 +12,33 @@ PLAINTEXT clients are refused where ACLs now exist, and the metadata version is 
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from hanzo_stream import takeover
-from hanzo_stream.jobs.offsets import commit_retrying
 from hanzo_stream.local import credentials
 from hanzo_stream.local import takeover as local_takeover
 from hanzo_stream.local.kafka import free_ports
 from hanzo_stream.monitoring import JMX_RULES_FILE
-from hanzo_stream.registry import Registry, load_registry
 from tests.integration import legacy_kafka
 from tests.integration.conftest import Cluster, apply_registry, wait_for, wait_until_logged_in
+from tests.integration.takeover_data import (
+    GROUPS,
+    LIVE_TOPIC,
+    LiveProducer,
+    anonymous_write,
+    committed,
+    examples,
+    read_everything,
+    seed,
+    with_legacy_window,
+)
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-CODECS = ("gzip", "snappy", "lz4", "zstd")
-GROUPS = {"analytics-ingest": "events_plugin_ingestion", "billing-agg": "llm_usage",
-          "audit-archive": "audit_log", "llm-metrics": "llm_usage", "rpc-billing": "agent_rpc_metering",
-          "dead-letter-monitor": "dead_letter"}
-LIVE_TOPIC = "llm_usage"
-LIVE_MAX = 20_000  # bounds the live producer
-
-
-def examples(registry: Registry) -> list[tuple[str, bytes, bytes]]:
-    """(topic, key, value) of every valid example of every event type, on its registry topic."""
-    out = []
-    for t in registry.topics:
-        for event_type in t.event_types:
-            for f in sorted((ROOT / "schemas" / "examples" / event_type / "valid").glob("*.json")):
-                doc = json.loads(f.read_text())
-                key = doc.get(t.key) or doc.get("data", {}).get(t.key) or f.stem
-                out.append((t.name, str(key).encode(), f.read_bytes()))
-    return out
-
-
-def read_everything(conf: dict, topics: list[str]) -> dict[tuple[str, int, int], tuple]:
-    """Every record of `topics` up to their end now: (topic, partition, offset) -> content."""
-    c = Consumer(conf | {"group.id": "takeover-reader", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    out: dict[tuple[str, int, int], tuple] = {}
-    try:
-        meta = c.list_topics(timeout=30).topics
-        parts = [TopicPartition(t, p, 0) for t in topics for p in meta[t].partitions]
-        ends = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=30)[1] for tp in parts}
-        c.assign([tp for tp in parts if ends[(tp.topic, tp.partition)] > 0])
-        left = {k for k, end in ends.items() if end > 0}
-        deadline = time.monotonic() + 120
-        while left and time.monotonic() < deadline:
-            m = c.poll(1)
-            if m is None:
-                continue
-            k = (m.topic(), m.partition())
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    left.discard(k)
-                continue
-            if m.offset() < ends[k]:
-                out[(m.topic(), m.partition(), m.offset())] = (
-                    m.key(), m.value(), tuple(m.headers() or ()), m.timestamp())
-            if m.offset() + 1 >= ends[k]:
-                left.discard(k)
-        assert not left, f"could not read {sorted(left)} to their end"
-    finally:
-        c.close()
-    return out
-
-
-def committed(conf: dict, group: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer(conf | {"group.id": group, "enable.auto.commit": False})
-    try:
-        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-    finally:
-        c.close()
-    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
-
-
-class LiveProducer:
-    """A standard producer writing through the switch; every acknowledged (partition, offset,
-    value) is recorded, every error counted."""
-
-    def __init__(self, bootstrap: str):
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "compression.type": "lz4", "linger.ms": 5, "batch.size": 16384,
-                           "retry.backoff.ms": 100, "message.timeout.ms": 180_000,
-                           "reconnect.backoff.max.ms": 500, "log_level": 0})
-        self.acked: list[tuple[int, int, bytes]] = []
-        self.ack_times: list[float] = []
-        self.errors: list[str] = []
-        self.last_ack = 0.0
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _done(self, err, msg) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked.append((msg.partition(), msg.offset(), msg.value()))
-            self.last_ack = time.monotonic()
-            self.ack_times.append(self.last_ack)
-
-    def _run(self) -> None:
-        for i in range(LIVE_MAX):
-            if self._stop.is_set():
-                break
-            value = json.dumps({"live": i}).encode()
-            while True:
-                try:
-                    self.p.produce(LIVE_TOPIC, value, key=f"team-{i % 7}".encode(), on_delivery=self._done)
-                    break
-                except BufferError:
-                    self.p.poll(0.1)
-            self.p.poll(0)
-            time.sleep(0.005)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self.thread.join(60)
-        return self.p.flush(120)
-
-
-def with_legacy_window(registry: Registry, tmp_path: Path, stands_in_for: list[str]) -> Registry:
-    """topics.yaml plus a `legacy_plaintext:` window of a week for these principals."""
-    import datetime
-
-    until = (datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=7)).isoformat()
-    f = tmp_path / "topics.yaml"
-    f.write_text(Path(registry.path).read_text()
-                 + f"legacy_plaintext:\n  stands_in_for: [{', '.join(stands_in_for)}]\n  until: {until}\n")
-    return load_registry(f)
-
-
-def anonymous_write(bootstrap: str, topic: str) -> int | None:
-    """An anonymous PLAINTEXT write: None if acknowledged, else the error code."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 15_000,
-                  "log_level": 0})
-    got: list = []
-    p.produce(topic, b"{}", on_delivery=lambda err, msg: got.append(err))
-    p.flush(30)
-    assert got, f"no answer for {topic}"
-    return None if got[0] is None else got[0].code()
 
 
 def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path, registry):
@@ -169,28 +48,9 @@ def test_insights_kafka_is_taken_over_in_place_without_losing_an_event(tmp_path,
         for line in legacy_kafka.topic_lines(old.bootstrap):
             old.tool("org.apache.kafka.tools.TopicCommand", *line)
         events = examples(registry)
-        assert {t for t, _, _ in events} >= {"events_plugin_ingestion", "llm_usage", "audit_log",
-                                             "agent_rpc_metering", "billing_events"}
-        for i, codec in enumerate(CODECS):
-            p = Producer(plain | {"compression.type": codec, "acks": "all"})
-            for n in range(25):
-                for topic, key, value in events:
-                    p.produce(topic, value, key=key, headers=[("n", f"{i}-{n}".encode())])
-                p.poll(0)
-            assert p.flush(60) == 0
+        groups_before = seed(plain, registry)
         topics = list(legacy_kafka.TOPICS)
         meta = AdminClient(plain).list_topics(timeout=30).topics
-        groups_before = {}
-        for g, topic in GROUPS.items():  # each group halfway through each partition
-            c = Consumer(plain | {"group.id": g})
-            marks = []
-            for p in meta[topic].partitions:
-                end = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                marks.append(TopicPartition(topic, p, end // 2))
-            commit_retrying(c, marks)
-            c.close()
-            groups_before[g] = committed(plain, g, topic, len(meta[topic].partitions))
-        assert sum(len(v) for v in groups_before.values()) > 0
         before = read_everything(plain, topics)
 
         creds = credentials.of_home(tmp_path / "platform", registry.principal_names())

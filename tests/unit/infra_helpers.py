@@ -74,12 +74,19 @@ def by_type(rendered: dict, typ: str) -> list[dict]:
     return [r for r in rendered["resources"] if r["type"] == typ]
 
 
+def broker_statefulset(rendered: dict) -> dict:
+    """The one StatefulSet of the brokers, whatever the stack names it (statefulSetName)."""
+    (sts,) = [m for m in of_kind(rendered, "StatefulSet")
+              if m["metadata"]["labels"].get("app.kubernetes.io/component") == "broker"]
+    return sts
+
+
 def kafka_container(rendered: dict) -> dict:
-    return obj(rendered, "StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"][0]
+    return broker_statefulset(rendered)["spec"]["template"]["spec"]["containers"][0]
 
 
 def join_container(rendered: dict) -> dict | None:
-    containers = obj(rendered, "StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"]
+    containers = broker_statefulset(rendered)["spec"]["template"]["spec"]["containers"]
     return next((c for c in containers if c["name"] == "join-quorum"), None)
 
 

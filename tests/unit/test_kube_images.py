@@ -509,3 +509,46 @@ def test_a_day_of_commits_keeps_only_the_newest_other_builds(tmp_path):
     # this build; the KEEP_OTHERS newest others; and every other still younger than BUSY_SECONDS
     assert KEEP_OTHERS == 2 and kept == ["kafka-a1", "kafka-e5", "kafka-f6", "kafka-g7"]
     assert len(list(tmp_path.iterdir())) == 2 * len(kept)
+
+
+# --- kafka-3.7: the standard's insights-kafka for the takeover test ------------------------
+
+
+def test_legacy_tools_run_classes_of_the_kafka_3_7_jars():
+    classes = set()
+    for jar in jars.takeover_from_kafka_jars().glob("*.jar"):
+        with zipfile.ZipFile(jar) as z:
+            classes |= {n[:-6].replace("/", ".") for n in z.namelist() if n.endswith(".class")}
+    assert set(images.LEGACY_TOOLS.values()) <= classes
+    assert images.specs()["kafka-3.7"].config["user"] == "1001:1001"  # Bitnami's uid
+
+
+def test_the_legacy_run_script_turns_kafka_cfg_variables_into_properties_and_formats_once(tmp_path):
+    home = tmp_path / "kafka"
+    (home / "bin").mkdir(parents=True)
+    (home / "config").mkdir()
+    fakes = {"kafka-storage.sh": 'echo "$@" >> "$OUT/formatted"; mkdir -p "$LOGS"; '
+                                 ': > "$LOGS/meta.properties"',
+             "kafka-server-start.sh": 'cp "$1" "$OUT/server.properties"'}
+    for name, body in fakes.items():
+        (home / "bin" / name).write_text(f"#!/bin/sh\n{body}\n")
+        (home / "bin" / name).chmod(0o755)
+    script = (images.FILES / "legacy-kafka-run.sh").read_text().replace(images.LEGACY_HOME, str(home))
+    logs = tmp_path / "data"
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "LOGS": str(logs),
+           "KAFKA_KRAFT_CLUSTER_ID": "abc", "KAFKA_CFG_NODE_ID": "0",
+           "KAFKA_CFG_LOG_DIRS": str(logs),
+           "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+           "KAFKA_CFG_CONTROLLER_QUORUM_VOTERS": "0@insights-kafka-0.insights-kafka:9094",
+           "KAFKA_HEAP_OPTS": "-Xmx1g"}
+    for _ in range(2):
+        proc = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True,
+                              timeout=30)
+        assert proc.returncode == 0, proc.stderr
+    props = dict(line.split("=", 1) for line in (tmp_path / "server.properties").read_text().splitlines())
+    assert props == {"node.id": "0", "log.dirs": str(logs),
+                     "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                     "controller.quorum.voters": "0@insights-kafka-0.insights-kafka:9094"}
+    conf = home / "config" / "server.properties"
+    assert (tmp_path / "formatted").read_text().splitlines() == [
+        f"format --ignore-formatted -t abc -c {conf}"]  # the second start found its directory
