@@ -91,7 +91,8 @@ class LiveProducer:
     """A standard producer writing through the switch; every acknowledged (partition, offset,
     value) is recorded, every error counted."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, most: int = LIVE_MAX):
+        self.most = most
         self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                            "compression.type": "lz4", "linger.ms": 5, "batch.size": 16384,
                            "retry.backoff.ms": 100, "message.timeout.ms": 180_000,
@@ -112,7 +113,7 @@ class LiveProducer:
             self.ack_times.append(self.last_ack)
 
     def _run(self) -> None:
-        for i in range(LIVE_MAX):
+        for i in range(self.most):
             if self._stop.is_set():
                 break
             value = json.dumps({"live": i}).encode()
@@ -216,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     live = sub.add_parser("live")
     live.add_argument("--ledger", type=Path, required=True)
     live.add_argument("--stop-file", type=Path, required=True)
+    live.add_argument("--most", type=int, default=LIVE_MAX, help="records at most (a bound)")
     anon = sub.add_parser("write")
     anon.add_argument("--topic", required=True)
     args = ap.parse_args(argv)
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
             "records": {f"{t}/{p}/{o}": _record(r) for (t, p, o), r in records.items()},
             "groups": all_committed(conf)}))
     elif args.cmd == "live":
-        producer = LiveProducer(args.bootstrap)
+        producer = LiveProducer(args.bootstrap, args.most)
         producer.thread.start()
         while not args.stop_file.exists() and producer.thread.is_alive():
             time.sleep(0.2)
