@@ -58,7 +58,19 @@ class Platform:
         return url
 
     def lag(self, group: str) -> float | None:
-        r = prometheus.query(self.prometheus_url, f'sum(kafka_consumer_group_lag{{consumergroup="{group}"}})')
+        return self._sum(f'kafka_consumer_group_lag{{consumergroup="{group}"}}')
+
+    def committed(self, group: str) -> float | None:
+        """The group's committed offsets, summed over its topics' partitions."""
+        return self._sum(f'kafka_consumergroup_current_offset_sum{{consumergroup="{group}"}}')
+
+    def topic_end(self, group: str) -> float | None:
+        """The end offsets of the group's topics, summed over their partitions."""
+        return self._sum('kafka_topic_partition_current_offset and on(topic) '
+                         f'kafka_consumergroup_current_offset_sum{{consumergroup="{group}"}}')
+
+    def _sum(self, selector: str) -> float | None:
+        r = prometheus.query(self.prometheus_url, f"sum({selector})")
         return float(r[0]["value"][1]) if r else None
 
 
@@ -247,6 +259,10 @@ def test_every_dashboard_panel_has_data_from_the_running_platform(platform: Plat
                 assert prometheus.query(url, expr), f"{q.panel} empty for {group}"
 
 
+# Its own bound: the stop, the lag rising, a Spark restart (~50 s to the first batch on a loaded
+# machine) and the catch-up do not fit the suite's 600 s, which also counts the platform's start
+# when this test runs alone.
+@pytest.mark.timeout(1200)
 def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform: Platform) -> None:
     group = "analytics-ingest"
     assert process.stop(group, platform.home)
@@ -254,19 +270,22 @@ def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform
     # The demo keeps producing ~15 events/s to its topic.
     risen = wait_for(lambda: (v := platform.lag(group)) is not None and v >= 300 and v, 120,
                      f"{group} lag >= 300 in Prometheus while the job is stopped")
+    backlog_end = platform.topic_end(group)  # what was there to catch up on at the restart
+    assert backlog_end, "Prometheus has no end offsets of the group's topics"
     restart = platform.cli("local", "up", "--only", group, timeout=300)
     assert restart.returncode == 0, restart.stdout + restart.stderr
-    bound = min(100, risen / 3)
 
     def drained() -> bool:
-        v = platform.lag(group)
-        assert v is not None and v < bound, f"lag {v}"  # wait_for's message shows the last
+        # Drained: the group committed past everything that waited at the restart, as Prometheus
+        # shows it, and the lag fell below the peak. Not a fixed bound: with the demo writing on,
+        # the lag between two commits is the rate times a batch's duration, which a loaded
+        # machine stretches past any small number.
+        done, v = platform.committed(group), platform.lag(group)
+        assert done is not None and done >= backlog_end and v is not None and v < risen, (
+            f"committed {done} of the {backlog_end} at restart, lag {v} (peak {risen:.0f})")
         return True
 
-    # A few batches at the demo's ~15 events/s, yet slow in CI: a cold run had not drained
-    # from a peak of 357 after 240 s, and a warm one took 395 s for this whole test. Not
-    # understood yet (the restarted job's first commits?): the bound leaves room until it is.
-    wait_for(drained, 600, f"{group} lag to drain below {bound:.0f} (peak {risen:.0f})")
+    wait_for(drained, 600, f"{group} to commit past its backlog")
 
 
 # Files that hold secrets on purpose, each 0600 (docs/security.md says what each holds).
