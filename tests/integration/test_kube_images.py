@@ -44,7 +44,9 @@ def built() -> dict[str, images.Built]:
     """The images of this checkout. refs() (what a deployment names) is read right after the
     build: other work in the tree may change the sources later in the session."""
     out = images.build()
-    assert images.refs() == {name: b.ref for name, b in out.items()}
+    refs = images.refs()
+    assert set(refs) == {*images.NAMES, *images.ON_DEMAND}
+    assert {name: refs[name] for name in images.NAMES} == {name: b.ref for name, b in out.items()}
     return out
 
 
