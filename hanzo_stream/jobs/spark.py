@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import jars
 from ..jvm import jit_flags
-from . import s3
+from . import class_archive, s3
 from .s3 import S3Access
 from .spec import JobSpec
 
@@ -67,6 +67,35 @@ def s3a_conf(store: S3Access) -> dict[str, str]:
     return conf
 
 
+BASE_CONF = {  # every local and submitted job's, and the class archive's training driver
+    "spark.sql.shuffle.partitions": "4",  # also the state store's partition count: fixed per checkpoint
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+    "spark.driver.maxResultSize": "1g",
+    # Offsets through the AdminClient: the driver never joins a consumer group, so the
+    # registry's ACLs suffice (the deprecated consumer path would need a group ACL).
+    "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # A batch commit writes each store's changes, not a snapshot of all of it (snapshots
+    # go on in the background); existing checkpoints switch over in place.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # UTC-adjusted INT64 timestamps: non-Spark Parquet readers get real instants, not INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # A duplicate JSON key keeps its last value, as the client's parser does
+    # (hanzo_stream/jobs/contract.py).
+    "spark.sql.variant.allowDuplicateKeys": "true",
+    # ANSI SQL mode (Spark 4's default), pinned: a cast that cannot hold its value fails
+    # the query instead of yielding NULL, so every value the jobs read goes through try_*
+    # functions (contract.py) and a malformed one is dead-lettered, never crashes or
+    # silently becomes NULL. The contract parity test and the job tests run under it.
+    "spark.sql.ansi.enabled": "true",
+}
+
+
 def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] | None = None,
                  submitted: bool = False) -> dict[str, str]:
     """Every Spark setting of a job's session, as data (unit-tested without a JVM).
@@ -75,34 +104,7 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
     """
     env = dict(os.environ) if env is None else env
     jar_list = [] if submitted else connector_jars()
-    conf = {
-        "spark.app.name": f"hanzo-stream-{spec.name}",
-        "spark.sql.shuffle.partitions": "4",  # also the state store's partition count: fixed per checkpoint
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.memory": "2g",
-        "spark.driver.maxResultSize": "1g",
-        # Offsets through the AdminClient: the driver never joins a consumer group, so the
-        # registry's ACLs suffice (the deprecated consumer path would need a group ACL).
-        "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
-        "spark.sql.streaming.stateStore.providerClass":
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        # A batch commit writes each store's changes, not a snapshot of all of it (snapshots
-        # go on in the background); existing checkpoints switch over in place.
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # UTC-adjusted INT64 timestamps: non-Spark Parquet readers get real instants, not INT96.
-        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-        # A duplicate JSON key keeps its last value, as the client's parser does
-        # (hanzo_stream/jobs/contract.py).
-        "spark.sql.variant.allowDuplicateKeys": "true",
-        # ANSI SQL mode (Spark 4's default), pinned: a cast that cannot hold its value fails
-        # the query instead of yielding NULL, so every value the jobs read goes through try_*
-        # functions (contract.py) and a malformed one is dead-lettered, never crashes or
-        # silently becomes NULL. The contract parity test and the job tests run under it.
-        "spark.sql.ansi.enabled": "true",
-    }
+    conf = {"spark.app.name": f"hanzo-stream-{spec.name}", **BASE_CONF}
     if uses_s3a(spec):
         jar_list += [] if submitted else s3a_jars()
         conf |= s3a_conf(s3.of_spec(spec, env))
@@ -111,9 +113,10 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         conf["spark.jars"] = ",".join(str(j) for j in jar_list)
         if conf["spark.master"].startswith("local"):  # nothing of a local job listens off-host
             conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
-            # The driver is the executor: the local JIT (hanzo_stream/jvm.py).
+            # The driver is the executor: the local JIT (hanzo_stream/jvm.py) and, with it,
+            # the classes mapped from the local archive (class_archive.py).
             if flags := jit_flags(env):
-                conf["spark.driver.extraJavaOptions"] = " ".join(flags)
+                conf["spark.driver.extraJavaOptions"] = " ".join([*flags, *class_archive.flags()])
     else:
         del conf["spark.driver.memory"]
     conf |= spec.spark_conf

@@ -35,7 +35,9 @@ def main() -> None:
     fetchers = list(FETCHERS)
     for label, module, attr in (("Spark Kafka connector", "hanzo_stream.jobs.spark", "connector_jars"),
                                 ("Spark s3a (hadoop-aws, AWS SDK)", "hanzo_stream.jobs.spark", "s3a_jars"),
-                                ("schema registry", "hanzo_stream.local.schema_registry", "install")):
+                                ("schema registry", "hanzo_stream.local.schema_registry", "install"),
+                                ("Spark class archive (local drivers start 3x faster)",
+                                 "hanzo_stream.jobs.class_archive", "build")):
         fn = _optional(module, attr)
         if fn:
             fetchers.append((label, fn))
