@@ -226,7 +226,8 @@ def kube_node(tmp_path_factory) -> Iterator:
 @pytest.fixture(scope="session")
 def kube_dev(kube_node, tmp_path_factory):
     """The dev stack (1 broker) deployed with the real `pulumi up` on the session's node, shared
-    by the Kubernetes modules in order (test_kube_1_dev, _2_spark, _3_growth), destroyed last."""
+    by the Kubernetes modules in order (test_kube_1_dev, _2_spark, _3_growth); _3_growth, its
+    last user, destroys it."""
     from hanzo_stream.kube.deploy import Deployer
 
     from .kube import Stack

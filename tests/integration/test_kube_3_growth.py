@@ -7,8 +7,8 @@ config override, a certificate renewal, the image tag), each through the roll ga
 and counts as back only when its replicas are in sync again); a larger `storageSize`; and
 `pulumi destroy` and `pulumi up` again on the retained volumes.
 
-Runs on the session's dev stack after test_kube_1_dev and _2_spark, in this order (it leaves
-it with three brokers; the fixture destroys it at the end of the session). What each change
+Runs on the session's dev stack after test_kube_1_dev and _2_spark, in this order, and
+destroys it at the end (its last user). What each change
 cost (plan, restarts, time under min ISR, producer errors) goes to the report file.
 """
 
@@ -47,12 +47,16 @@ def data_volumes(dev) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dev(kube_dev, tmp_path_factory):
-    """The runbook's step 1: the registry manages replication (`profile: cluster`)."""
+    """The runbook's step 1: the registry manages replication (`profile: cluster`).
+
+    This module is the dev stack's last user (the Kubernetes modules run in order): it is
+    destroyed here, so its three brokers do not idle beside the prod and takeover stacks."""
     root = checkout_with(tmp_path_factory.mktemp("growth"),
                          lambda doc: doc.__setitem__("replication", {"profile": "cluster"}))
     kube_dev.deployer.root = root
     kube_dev.up()
-    return kube_dev
+    yield kube_dev
+    kube_dev.deployer.destroy(kube_dev.name, kube_dev.env)
 
 
 def test_one_broker_grows_to_three_in_place(dev):

@@ -57,5 +57,5 @@ def test_a_deleted_broker_pod_waits_for_the_gate_and_loses_nothing(prod):
     record("prod: kubectl delete pod kafka-1", seconds=round(time.monotonic() - t),
            **{k: result[k] for k in ("acked", "acked_lost", "failed", "producer_errors",
                                      "under_min_isr_longest_s")})
-    assert result["acked"] > 0 and result["acked_lost"] == 0 and result["unreported"] == 0
+    assert result["acked"] > 0 and result["acked_lost"] == 0 and result["unreported"] == 0, result
     assert result["under_min_isr_longest_s"] == 0, result
