@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import jars
 from ..jvm import jit_flags
-from . import class_archive, s3
+from . import s3, spark_archive
 from .s3 import S3Access
 from .spec import JobSpec
 
@@ -114,9 +114,9 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         if conf["spark.master"].startswith("local"):  # nothing of a local job listens off-host
             conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
             # The driver is the executor: the local JIT (hanzo_stream/jvm.py) and, with it,
-            # the classes mapped from the local archive (class_archive.py).
+            # the classes mapped from the local archive (spark_archive.py).
             if flags := jit_flags(env):
-                conf["spark.driver.extraJavaOptions"] = " ".join([*flags, *class_archive.flags()])
+                conf["spark.driver.extraJavaOptions"] = " ".join([*flags, *spark_archive.flags(env)])
     else:
         del conf["spark.driver.memory"]
     conf |= spec.spark_conf

@@ -36,8 +36,8 @@ def main() -> None:
     for label, module, attr in (("Spark Kafka connector", "hanzo_stream.jobs.spark", "connector_jars"),
                                 ("Spark s3a (hadoop-aws, AWS SDK)", "hanzo_stream.jobs.spark", "s3a_jars"),
                                 ("schema registry", "hanzo_stream.local.schema_registry", "install"),
-                                ("Spark class archive (local drivers start 3x faster)",
-                                 "hanzo_stream.jobs.class_archive", "build")):
+                                ("Spark drivers' class archive (hanzo_stream/jvm.py)",
+                                 "hanzo_stream.jobs.spark_archive", "build")):
         fn = _optional(module, attr)
         if fn:
             fetchers.append((label, fn))

@@ -19,8 +19,9 @@ import yaml
 from typer.testing import CliRunner
 
 from hanzo_stream import dead_letter as dl
+from hanzo_stream import jvm
 from hanzo_stream.connection import ConnectionError_
-from hanzo_stream.jobs import archive, class_archive, clickhouse, kafka_out, offsets, process, spark
+from hanzo_stream.jobs import archive, clickhouse, kafka_out, offsets, process, spark, spark_archive
 from hanzo_stream.jobs.billing_ids import billing_id, event_id, settlement_id
 from hanzo_stream.jobs.cli import app
 from hanzo_stream.jobs.connect import job_connection
@@ -271,11 +272,12 @@ def test_a_local_driver_starts_with_the_local_jit_and_a_submitted_one_with_its_o
     """Local drivers (local up, the tests) compile with C1 only; bench/ asks for C2; a driver
     that spark-submit started on Kubernetes is left as production runs it."""
     monkeypatch.setattr(spark, "connector_jars", lambda: [])
-    monkeypatch.setattr(class_archive, "path", lambda: tmp_path / "spark.jsa")
+    monkeypatch.setattr(spark_archive, "spark_jars", lambda: [])
+    monkeypatch.setattr(jvm, "archive_path", lambda name, jars: tmp_path / "spark.jsa")
     spec = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
     opts = "spark.driver.extraJavaOptions"
     assert spark.session_conf(spec, env={})[opts] == "-XX:TieredStopAtLevel=1"
-    (tmp_path / "spark.jsa").write_bytes(b"")  # class_archive.build() made it: the driver maps it
+    (tmp_path / "spark.jsa").write_bytes(b"")  # spark_archive.build() made it: the driver maps it
     assert spark.session_conf(spec, env={})[opts] == (
         f"-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile={tmp_path / 'spark.jsa'}")
     assert opts not in spark.session_conf(spec, env={"HANZO_STREAM_LOCAL_JIT": "full"})
