@@ -34,7 +34,6 @@ from .paths import cache_dir
 JIT_ENV = "HANZO_STREAM_LOCAL_JIT"
 QUICK = ("-XX:TieredStopAtLevel=1",)
 ARCHIVE_FORMAT = 1  # part of every archive's name: bump when a training changes
-ARCHIVE_OUT, ARCHIVE_WORK = "HANZO_STREAM_CDS_OUT", "HANZO_STREAM_CDS_WORK"  # to a trainer
 MODES = {"quick": QUICK, "full": ()}
 
 
@@ -85,8 +84,8 @@ def dump_flags(out: str) -> list[str]:
 
 
 def build_archive(name: str, jars: Sequence[Path], trainer: str, timeout: float = 600) -> Path:
-    """Make `name`'s archive once: `python -m trainer` runs the JVM(s) through their usual work
-    with dump_flags(os.environ[ARCHIVE_OUT]) and waits for them to exit."""
+    """Make `name`'s archive once: `python -m trainer OUT WORK` runs the JVM(s) through their
+    usual work (files under the directory WORK) with dump_flags(OUT), and waits for them to exit."""
     dest = archive_path(name, jars)
     if dest.exists():
         return dest
@@ -95,9 +94,8 @@ def build_archive(name: str, jars: Sequence[Path], trainer: str, timeout: float 
         old.unlink(missing_ok=True)
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
     with tempfile.TemporaryDirectory(prefix="hanzo-stream-cds-") as work:
-        env = {**os.environ, ARCHIVE_OUT: str(tmp), ARCHIVE_WORK: work}
-        done = subprocess.run([sys.executable, "-m", trainer], env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run([sys.executable, "-m", trainer, str(tmp), work],
+                              capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"the {name} class archive was not made (exit {done.returncode}): "

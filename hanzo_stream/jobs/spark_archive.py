@@ -78,4 +78,4 @@ def _train(out: str, work: Path) -> None:
 
 
 if __name__ == "__main__":
-    _train(os.environ[jvm.ARCHIVE_OUT], Path(os.environ[jvm.ARCHIVE_WORK]))
+    _train(sys.argv[1], Path(sys.argv[2]))
