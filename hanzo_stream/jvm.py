@@ -56,8 +56,8 @@ def jit_flags(env: dict[str, str] | None = None) -> list[str]:
 
 
 def _java_binary() -> Path:
-    home = os.environ.get("JAVA_HOME")
-    return (Path(home, "bin", "java") if home else Path(shutil.which("java") or "java")).resolve()
+    """The file java() runs (an archive is only valid for the JVM that made it)."""
+    return Path(shutil.which(java()) or java()).resolve()
 
 
 def archive_path(name: str, jars: Sequence[Path]) -> Path:
