@@ -58,6 +58,11 @@ JAAS_ENV = "HANZO_KAFKA_JAAS"
 JMX_AGENT_ENV = "HANZO_JMX_AGENT_OPTS"
 ADMIN_JAAS_ENV = "HANZO_ADMIN_JAAS"  # the join sidecar's client login, from the kafka-admin Secret
 VOTER_MARKER = "voter"  # written by the join sidecar once this pod is a voter: its readiness
+# The pod's copy of its node's zone (or region) label: the broker's `broker.rack`. The API
+# server's PodTopologyLabels admission (Kubernetes 1.35+) puts the node's topology labels on the
+# pod at binding, and the downward API hands the label to the container; an image or a
+# rendering cannot know it beforehand.
+RACK_ENV = "HANZO_BROKER_RACK"
 
 # JVM and image variables that apache/kafka's own entrypoint does not treat as properties.
 JVM_VARS = frozenset({"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_OPTS",
@@ -149,6 +154,7 @@ class Rendered:
     per_pod: tuple[dict[str, str], ...]
     format_args: tuple[tuple[str, ...], ...]  # kafka-storage format flags of each pod
     switch: bool = False  # taking over a running cluster's volumes: never format one
+    rack_label: str = ""  # the pod label whose value is broker.rack; "" none
 
     def pod_config(self, ordinal: int) -> dict[str, str]:
         merged = {**self.common, **self.per_pod[ordinal]}
@@ -156,10 +162,12 @@ class Rendered:
 
 
 def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Paths(),
-           founders: int | None = None, switch: bool = False, legacy_port: int = 0) -> Rendered:
+           founders: int | None = None, switch: bool = False, legacy_port: int = 0,
+           rack_label: str = "") -> Rendered:
     """broker_config() of every pod; `founders`: how many pods founded the quorum (None: all);
     `switch`: the pod takes over a running cluster's volume (takeover.switch_config, and the
-    entrypoint never formats); `legacy_port`: the LEGACY PLAINTEXT listener's port, 0 none."""
+    entrypoint never formats); `legacy_port`: the LEGACY PLAINTEXT listener's port, 0 none;
+    `rack_label`: the topology label whose value (the node's) each broker takes as broker.rack."""
     pods = [broker_settings(top, i, overrides, paths) for i in range(top.brokers)]
     cfgs = [broker_config(s) for s in pods]
     if switch:
@@ -172,7 +180,7 @@ def render(top: Topology, overrides: Mapping[str, str] = (), paths: Paths = Path
     per_pod = tuple({k: c[k] for k in first if k in varying} for c in cfgs)
     voters = initial_voters(top, founders)
     fmt = tuple(tuple(quorum_format_args(s, voters)) for s in pods)
-    return Rendered(tuple(first), common, per_pod, fmt, switch)
+    return Rendered(tuple(first), common, per_pod, fmt, switch, rack_label)
 
 
 def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str,
@@ -187,6 +195,9 @@ def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str,
         {"name": JMX_AGENT_ENV, "value": jmx_opts},
         {"name": "LOG_DIR", "value": "/tmp/kafka-logs"},
     ]
+    if r.rack_label:
+        env.append({"name": RACK_ENV, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{r.rack_label}']"}}})
     return env + java_opts_env(java_options)
 
 
@@ -236,6 +247,7 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         "done",
         f'printf \'%s\\n\' "${JAAS_ENV}" >> "$conf"',
         f"unset {JAAS_ENV}",
+        *rack_lines(r.rack_label),
         *(adopt_volume(flavor, paths) if r.switch else format_volume(flavor)),
         "# The JMX agent goes to the broker's JVM only: in the container's KAFKA_OPTS, every Kafka tool",
         "# run in the container would load it too and fail to bind its port.",
@@ -243,6 +255,24 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
                     f'{bin_}/kafka-server-start.sh "$conf"', f"{paths.gate_dir}/{EVERYONE_GOES}"),
         "",
     ])
+
+
+def rack_lines(label: str) -> list[str]:
+    """sh lines that add broker.rack from the pod's copy of its node's `label`. Without the
+    label (a node without zones, or an API server before 1.35) the broker starts rackless, as
+    Kafka allows, and the log says why: the reconciler then counts it as a rack of its own."""
+    if not label:
+        return []
+    return [
+        f'if [ -n "${{{RACK_ENV}:-}}" ]; then',
+        f"  printf 'broker.rack=%s\\n' \"${RACK_ENV}\" >> \"$conf\"",
+        "else",
+        f'  echo "hanzo-stream: this pod has no {label} label (its node has none, or the API'
+        ' server lacks the PodTopologyLabels admission of Kubernetes 1.35+): the broker starts'
+        ' without broker.rack, so replicas are not spread by zone; see the rackLabel setting'
+        ' in docs/deploy.md" >&2',
+        "fi",
+    ]
 
 
 def format_volume(flavor: Flavor) -> list[str]:

@@ -105,7 +105,8 @@ def main(root: Path = ROOT) -> None:
 
     def render(founders: int | None = None) -> broker.Rendered:
         return broker.render(top, s.brokerConfigOverrides, founders=founders,
-                             switch=s.takeoverSwitch, legacy_port=top.legacy_port)
+                             switch=s.takeoverSwitch, legacy_port=top.legacy_port,
+                             rack_label=s.rackLabel)
 
     rendered = render()
     files = monitoring.discover(root)

@@ -27,6 +27,9 @@ JMX_AGENT_URL = jars.central_url(jars.JMX_AGENT)  # Maven Central's copy
 JMX_AGENT_SHA256 = versions.JMX_EXPORTER_SHA256
 JMX_AGENT_IN_IMAGE = "/opt/hanzo-stream/jmx/jmx_prometheus_javaagent.jar"
 CURL_IMAGE = versions.CURL_IMAGE  # an initImage that can download it
+# Node labels the API server copies onto a pod when it binds it to a node (PodTopologyLabels
+# admission, Kubernetes 1.35+), so a broker can read one as its rack; "" turns racks off.
+RACK_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region", "")
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storageClass", "", "storage class of the broker volumes; empty: the default"),
     Setting("brokerAntiAffinity", "required", "at 3+ brokers, one broker per node: `required` "
             "(a node failure costs one broker) or `preferred` (a one-node test cluster)"),
+    Setting("rackLabel", RACK_LABELS[0], "the node label each broker takes as its `broker.rack`, "
+            "so Kafka and the reconciler put a partition's replicas in different zones: "
+            "`topology.kubernetes.io/zone`, `topology.kubernetes.io/region`, or empty for no "
+            "racks. Needs Kubernetes 1.35+, whose API server copies these node labels onto pods; "
+            "a broker whose pod lacks the label starts without a rack and logs why"),
     Setting("cpuRequest", "500m", "broker CPU request (Pulumi.prod.yaml: 2)"),
     Setting("memoryRequest", "1Gi", "broker memory request, at least the heap (prod: 8Gi)"),
     Setting("cpuLimit", "1000m", "broker CPU limit (prod: 4)"),
@@ -273,6 +281,11 @@ def _validate(v: dict[str, Any]) -> None:
         raise SettingsError(f"{PROJECT}:sparkLauncher must be submit or operator")
     if v["brokerAntiAffinity"] not in ("required", "preferred"):
         raise SettingsError(f"{PROJECT}:brokerAntiAffinity must be required or preferred")
+    if v["rackLabel"] not in RACK_LABELS:
+        raise SettingsError(
+            f"{PROJECT}:rackLabel {v['rackLabel']!r} is not a label Kubernetes copies from a node "
+            "onto its pods: use topology.kubernetes.io/zone (the default), "
+            "topology.kubernetes.io/region, or \"\" for brokers without racks")
     if v["kafkaExporter"] not in ("hanzo-stream", "danielqsj"):
         raise SettingsError(f"{PROJECT}:kafkaExporter must be hanzo-stream or danielqsj")
     if v["tlsMode"] not in ("self-signed", "cert-manager"):

@@ -57,6 +57,10 @@ KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
 STORAGE_CLASS = "hanzo-local"
 OBJECT_STORE = "object-store"  # the daemon's name (hanzo_stream.local.object_store.NAME)
 
+# The node's topology labels, as a cloud provider's nodes carry them: the broker pods get the
+# zone as their broker.rack (infra/broker.py RACK_ENV).
+NODE_LABELS = {"topology.kubernetes.io/zone": "local-a", "topology.kubernetes.io/region": "local"}
+
 IDENTITIES = {
     "admin": pki.Identity("admin", "kubernetes-admin", ("system:masters",)),
     "controller-manager": pki.Identity("controller-manager", "system:kube-controller-manager"),
@@ -418,7 +422,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self.binary("kubelet"), "--config", str(config),
             "--kubeconfig", str(p / "kubelet.kubeconfig"), "--root-dir", str(k),
             "--hostname-override", a.node_name, "--node-ip", a.node_ip,
-            "--node-labels", "topology.kubernetes.io/zone=local-a,topology.kubernetes.io/region=local"])
+            "--node-labels", ",".join(f"{key}={value}" for key, value in NODE_LABELS.items())])
         d = self._spawn("kubelet", [
             "unshare", "--mount", "--propagation", "unchanged", "--",
             "/bin/sh", "-ec", "; ".join([*binds, f"exec {kubelet}"])])

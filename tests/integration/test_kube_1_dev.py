@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from hanzo_stream.kube import netns
+from hanzo_stream.kube.node import NODE_LABELS
 
 from .conftest import wait_for
 from .kube import admin_properties, in_node
@@ -106,6 +107,23 @@ def test_a_principal_is_denied_what_the_registry_does_not_grant(dev):
     """)
     out = in_node(dev.node, [sys.executable, "-c", script], env=dev.client_env("llm-gateway"))
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["TOPIC_AUTHORIZATION_FAILED"]
+
+
+def test_the_broker_takes_its_nodes_zone_as_its_rack(dev):
+    """The API server copies the node's zone label onto the pod at binding; the broker reads
+    it through the downward API and registers with it, as DescribeCluster shows clients."""
+    zone = NODE_LABELS["topology.kubernetes.io/zone"]
+    pod = dev.json("pod", "kafka-0")
+    assert pod["metadata"]["labels"].get("topology.kubernetes.io/zone") == zone
+    script = textwrap.dedent("""
+        import json
+        from confluent_kafka.admin import AdminClient
+        from hanzo_stream.connection import Connection
+        nodes = AdminClient(Connection.from_env().confluent()).describe_cluster().result(60).nodes
+        print(json.dumps({n.id: n.rack for n in nodes}))
+    """)
+    out = in_node(dev.node, [sys.executable, "-c", script], env=dev.client_env("admin"))
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"0": zone}
 
 
 def test_the_runbooks_kubectl_exec_commands_work_in_the_broker_pod(dev):

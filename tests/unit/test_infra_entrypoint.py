@@ -86,6 +86,29 @@ def test_directory_ids_are_distinct_kafka_uuids():
     assert broker.initial_voters(top) == ids  # the same on every rendering
 
 
+def test_each_broker_takes_its_nodes_zone_as_its_rack(tmp_path):
+    """The pod's copy of its node's zone label (downward API) becomes broker.rack; a pod
+    without the label (the downward API then gives "") starts rackless and says why."""
+    rendered = render("prod")
+    env = env_map(kafka_container(rendered))
+    assert env[broker.RACK_ENV]["valueFrom"] == {"fieldRef": {
+        "fieldPath": "metadata.labels['topology.kubernetes.io/zone']"}}
+    proc = run_pod(rendered, 1, tmp_path / "zoned", {broker.RACK_ENV: "eu-west-1b"})
+    assert proc.returncode == 0, proc.stderr
+    props = parse_properties((tmp_path / "zoned" / "server.properties").read_text())
+    assert props["broker.rack"] == "eu-west-1b"
+    proc = run_pod(rendered, 1, tmp_path / "bare", {broker.RACK_ENV: ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "broker.rack" not in parse_properties((tmp_path / "bare" / "server.properties").read_text())
+    assert "no topology.kubernetes.io/zone label" in proc.stderr
+    # rackLabel "": no variable, and a value put in the pod by hand is not read either.
+    rendered = render("prod", (("rackLabel", ""),))
+    assert broker.RACK_ENV not in env_map(kafka_container(rendered))
+    proc = run_pod(rendered, 1, tmp_path / "off", {broker.RACK_ENV: "eu-west-1b"})
+    assert proc.returncode == 0, proc.stderr
+    assert "broker.rack" not in parse_properties((tmp_path / "off" / "server.properties").read_text())
+
+
 def test_pod_outside_the_stack_refuses_to_start(tmp_path):
     proc = run_pod(render("dev"), 1, tmp_path)
     assert proc.returncode == 64

@@ -78,6 +78,10 @@ def test_production_is_sized_for_production():
     ({"imageDigest": "abc"}, "sha256"),
     ({"environment": "staging"}, "dev or prod"),
     ({"hanzo-stream:nope": "1"}, "unknown setting"),
+    # Only the labels the API server copies from a node onto its pods can reach the broker.
+    ({"rackLabel": "kubernetes.io/hostname"}, r"rackLabel 'kubernetes.io/hostname' is not a "
+                                              r"label Kubernetes copies .*topology\.kubernetes"
+                                              r"\.io/zone"),
     # A download needs curl, which the default init image (the reconciler image) lacks.
     ({"jmxAgentUrl": "https://mirror.example.com/agent.jar"},
      r"jmxAgentUrl is set.*pulumi config set initImage docker\.io/curlimages/curl"),
