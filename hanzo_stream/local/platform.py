@@ -241,6 +241,8 @@ def _alertmanager_start(ctx: Context) -> str:
 def _prometheus_start(ctx: Context) -> str:
     monitor = dead_letter_monitor.url(ctx.home / dead_letter_monitor.NAME)
     extra = [prometheus.ScrapeJob.from_urls(dead_letter_monitor.NAME, [monitor])] if monitor else []
+    if registry := schema_registry.url(ctx.home / "schema-registry"):  # Apicurio's /metrics
+        extra.append(prometheus.ScrapeJob.from_urls(schema_registry.NAME, [registry]))
     # Jobs with their own /metrics (llm-metrics) announce their port in a file_sd target file.
     extra.append(prometheus.ScrapeJob(JOBS_SCRAPE, (), file_sd=str(_scrape_targets(ctx) / "*.json")))
     jobs = prometheus.platform_jobs(ctx.cluster.jmx_ports, kafka_exporter.url(ctx.home / "exporter"),

@@ -517,7 +517,8 @@ def to_json(d: Dashboard) -> dict:
         "templating": {"list": list(d.variables)},
         "annotations": {"list": [{
             "name": "Firing alerts", "datasource": DATASOURCE, "enable": True,
-            "expr": 'ALERTS{alertstate="firing", alertname=~"Kafka.*|Consumer.*|DeadLetters.*|Llm.*"}',
+            "expr": 'ALERTS{alertstate="firing", '
+                    'alertname=~"Kafka.*|Consumer.*|DeadLetters.*|Llm.*|SchemaRegistry.*"}',
             "iconColor": "red", "titleFormat": "{{alertname}}", "textFormat": "{{consumergroup}}"}]},
         "panels": panels,
     }

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from hanzo_stream.jobs import process
-from hanzo_stream.local import prometheus
+from hanzo_stream.local import pager, prometheus, schema_registry
 from hanzo_stream.monitoring import dashboards
 from tests.integration.conftest import exports, wait_for
 
@@ -286,6 +286,47 @@ def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform
         return True
 
     wait_for(drained, 600, f"{group} to commit past its backlog")
+
+
+def test_a_schema_registry_outage_holds_up_no_event_and_pages(platform: Platform) -> None:
+    """The registry serves people and tools that register or fetch schemas; producers and the
+    jobs validate against the schemas they ship with. Down for over a minute: the demo's events
+    keep reaching every job (committed offsets move on), `schemas register` names the registry
+    it could not reach, SchemaRegistryDown pages; back up, the schemas are all there and the
+    alert clears."""
+    home = platform.home / "schema-registry"
+    url = schema_registry.url(home)
+    assert url
+    instance = url.split("/")[2]
+    committed = {g: platform.committed(g) for g in ("analytics-ingest", "billing-agg")}
+    assert all(committed.values()), committed
+    assert schema_registry.stop(home)
+    down_at = time.monotonic()
+    summary = f"The schema registry {instance} is down"
+
+    def paged() -> list[dict]:
+        return [e for e in pager.pages(platform.home / pager.NAME)
+                if e.get("event_action") == "trigger" and e["payload"]["summary"] == summary]
+
+    try:
+        refused = platform.cli("schemas", "register", "--url", url, timeout=120)
+        assert refused.returncode == 1
+        assert f"schema registry at {url}" in refused.stderr, refused.stderr
+        page = wait_for(paged, 180, "the SchemaRegistryDown page")[0]
+        assert page["payload"]["severity"] == "warning"
+        assert time.monotonic() - down_at >= 60  # `for: 1m`: a restart is no page
+        for group, before in committed.items():  # events went on through the outage
+            wait_for(lambda g=group, b=before: (platform.committed(g) or 0) > b, 120,
+                     f"{group} to commit past {before:.0f} while the registry is down")
+    finally:
+        restart = platform.cli("local", "up", "--only", "schema-registry", timeout=300)
+        assert restart.returncode == 0, restart.stdout + restart.stderr
+    check = platform.cli("schemas", "register", "--dry-run", "--json", "--url", url, timeout=120)
+    assert check.returncode == 0, check.stderr
+    assert {o["action"] for o in json.loads(check.stdout)} == {"unchanged"}
+    wait_for(lambda: not prometheus.query(platform.prometheus_url,
+                                          'ALERTS{alertname="SchemaRegistryDown"}'),
+             90, "SchemaRegistryDown to clear once the registry is back")
 
 
 # Files that hold secrets on purpose, each 0600 (docs/security.md says what each holds).

@@ -64,10 +64,23 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
                 "DeadLettersArriving",
                 "LlmLatencyP95High", "LlmCostSpike", "DeadLettersWarning", "DeadLettersCritical",
                 "KafkaCertificateExpiresSoon", "KafkaCertificateExpiryCritical",
-                "KafkaCaCertificateExpiresSoon", "KafkaLegacyPlaintextInUse"}
+                "KafkaCaCertificateExpiresSoon", "KafkaLegacyPlaintextInUse", "SchemaRegistryDown"}
     assert set(all_alerts()) == required
     assert fired == required, f"never shown firing: {required - fired}"
     assert quiet == required, f"never shown quiet: {required - quiet}"
+
+
+def test_the_schema_registry_alert_watches_the_deployment_the_program_creates() -> None:
+    from infra import schema_registry
+    from infra.settings import parse
+    from infra.topology import Topology
+
+    s = parse({})
+    [deployment] = [m for m in schema_registry.manifests(s, Topology.of(s)) if m["kind"] == "Deployment"]
+    rules = [r for f in rule_files() for g in yaml.safe_load(f.read_text())["groups"]
+             for r in g["rules"] if r.get("alert") == "SchemaRegistryDown"]
+    assert len(rules) == 2  # the local scrape and the Kubernetes Deployment
+    assert f'deployment="{deployment["metadata"]["name"]}"' in rules[1]["expr"]
 
 
 def test_the_standards_thresholds() -> None:
