@@ -119,8 +119,8 @@ def test_the_broker_takes_its_nodes_zone_as_its_rack(dev):
         import json
         from confluent_kafka.admin import AdminClient
         from hanzo_stream.connection import Connection
-        nodes = AdminClient(Connection.from_env().confluent()).describe_cluster().result(60).nodes
-        print(json.dumps({n.id: n.rack for n in nodes}))
+        admin = AdminClient(Connection.from_env().confluent())  # held: its futures die with it
+        print(json.dumps({n.id: n.rack for n in admin.describe_cluster().result(60).nodes}))
     """)
     out = in_node(dev.node, [sys.executable, "-c", script], env=dev.client_env("admin"))
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"0": zone}
