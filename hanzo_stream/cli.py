@@ -56,6 +56,10 @@ AllowDelete = Annotated[bool, typer.Option(
     help="Delete topics and ACLs the registry does not list (never internal topics).")]
 MaxDeletions = Annotated[int, typer.Option(help="Refuse the plan if it deletes more topics.")]
 Rotate = Annotated[bool, typer.Option(help="Reset every declared SCRAM user's password.")]
+ScramUsers = Annotated[bool, typer.Option(
+    "--scram-users/--no-scram-users",
+    help="Create SCRAM users (and rotate them with --rotate-passwords). --no-scram-users leaves "
+         "them to the in-cluster reconciler Job, the one writer of passwords on Kubernetes.")]
 Throttle = Annotated[int, typer.Option(
     help="Replication throttle while replicas copy, bytes/s per broker, leader and follower side.")]
 
@@ -178,14 +182,18 @@ def check(
     out.print(f"[green]ok[/green] {conn.bootstrap}: {conn.security_protocol}{who}")
 
 
-def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle):
+def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle, scram_users):
     from .reconcile import Options, plan
     from .reconcile.secrets import load_passwords
 
+    if rotate and not scram_users:
+        err.print("[red]error:[/red] --rotate-passwords sets SCRAM passwords and --no-scram-users "
+                  "leaves them to the reconciler Job: drop one")
+        raise typer.Exit(EXIT["usage"])
     admin = _admin(conn)
-    passwords = load_passwords(reg.principal_names(), secrets_file)
+    passwords = load_passwords(reg.principal_names(), secrets_file) if scram_users else {}
     opts = Options(allow_delete, max_deletions, rotate, frozenset(passwords),
-                   throttle or DEFAULT_THROTTLE)
+                   throttle or DEFAULT_THROTTLE, scram_users=scram_users)
     try:
         p = plan(admin, reg, opts)
     except Exception as e:
@@ -205,7 +213,7 @@ def plan(
     out_file: Annotated[Path | None, typer.Option("--out", help="Save the plan for apply.")] = None,
     allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
     rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
-    throttle: Throttle = DEFAULT_THROTTLE,
+    scram_users: ScramUsers = True, throttle: Throttle = DEFAULT_THROTTLE,
     bootstrap: Bootstrap = None, security_protocol: Protocol = None,
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
@@ -217,7 +225,7 @@ def plan(
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
     admin, p, _, _ = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords, secrets_file,
-                           throttle)
+                           throttle, scram_users)
     admin.close()
     if out_file:
         out_file.write_text(p.to_json())
@@ -237,7 +245,7 @@ def apply(
     plan_file: Annotated[Path | None, typer.Option("--plan", help="A plan saved by plan --out.")] = None,
     allow_delete: AllowDelete = False, max_deletions: MaxDeletions = 0,
     rotate_passwords: Rotate = False, secrets_file: SecretsFile = None,
-    throttle: Throttle = DEFAULT_THROTTLE,
+    scram_users: ScramUsers = True, throttle: Throttle = DEFAULT_THROTTLE,
     wait: Annotated[float | None, typer.Option(
         help="Seconds to follow a replica move before exiting 1 with it still running "
              "(re-run apply to resume); default: 3x the estimate, 5 min at least.")] = None,
@@ -252,7 +260,7 @@ def apply(
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
     admin, fresh, passwords, opts = _plan(reg, conn, allow_delete, max_deletions, rotate_passwords,
-                                          secrets_file, throttle)
+                                          secrets_file, throttle, scram_users)
     with admin:
         _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_)
 

@@ -88,6 +88,9 @@ class Options:
     rotate_passwords: bool = False
     available_passwords: frozenset[str] = frozenset()  # principals with a password at hand
     throttle: int = replication.DEFAULT_THROTTLE  # bytes/s per broker while replicas copy
+    # False: SCRAM users are another writer's (the in-cluster reconciler Job, which holds the
+    # Pulumi passwords); the plan neither creates nor rotates one, so passwords have one writer.
+    scram_users: bool = True
 
 
 def profile_of(reg: Registry, state: ClusterState) -> Replication:
@@ -194,12 +197,18 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
                          f"alone (delete with --allow-delete): {', '.join(who[:10])}")
 
     missing = []
-    for p in sorted(reg.principal_names()):
+    for p in sorted(reg.principal_names()) if opts.scram_users else ():
         has = SCRAM_MECHANISM in state.scram_users.get(p, frozenset())
         if not has or opts.rotate_passwords:
             changes.append(RotateScramPassword(p) if has else CreateScramUser(p))
             if p not in opts.available_passwords:
                 missing.append(p)
+    if not opts.scram_users:
+        absent = [p for p in sorted(reg.principal_names())
+                  if SCRAM_MECHANISM not in state.scram_users.get(p, frozenset())]
+        notes.append("SCRAM users are left to the in-cluster reconciler Job (--no-scram-users)"
+                     + (f"; without one yet: {', '.join(absent)} (their login works after the "
+                        "next `pulumi up`)" if absent else ""))
     if missing:
         notes.append(f"no password at hand for SCRAM user(s) {', '.join(missing)}: apply needs "
                      "HANZO_STREAM_PASSWORD_<NAME> (e.g. "

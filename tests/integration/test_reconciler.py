@@ -57,16 +57,17 @@ def kafka_cluster3(tmp_path_factory, registry):
         kafka.stop(home / "kafka")
 
 
-def invoke(cluster: Cluster, *args: str, principal: str = "admin"):
-    conn = cluster.as_(principal)
+def invoke(cluster: Cluster, *args: str, principal: str = "admin", mechanism: str = "SCRAM-SHA-512"):
+    conn = cluster.as_(principal, mechanism)
     env = {k: v for k, v in (line.split(" ", 1)[1].split("=", 1)
                              for line in conn.env_exports().splitlines())}
     env = {k: v.strip("'") for k, v in env.items()}
     return CliRunner().invoke(app, list(args), env=env)
 
 
-def cli(cluster: Cluster, *args: str, principal: str = "admin") -> tuple[int, str]:
-    result = invoke(cluster, *args, principal=principal)
+def cli(cluster: Cluster, *args: str, principal: str = "admin",
+        mechanism: str = "SCRAM-SHA-512") -> tuple[int, str]:
+    result = invoke(cluster, *args, principal=principal, mechanism=mechanism)
     return result.exit_code, result.output
 
 
@@ -146,6 +147,44 @@ def test_the_pull_request_planner_plans_and_can_change_nothing(hip_cluster, tmp_
     with pytest.raises(KafkaException) as denied:
         fut.result(timeout=30)
     assert denied.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_the_workflow_applies_the_reviewed_plan_without_writing_a_password(hip_cluster, tmp_path):
+    """registry.yml: the planner plans and the admin (over PLAIN, the admin's only mechanism)
+    applies the reviewed plan, both with --no-scram-users. A new principal gets its topic's
+    ACLs and no SCRAM user, and the plan names it; SCRAM passwords stay the reconciler Job's."""
+    data = yaml.safe_load((ROOT / "topics.yaml").read_text())
+    data["principals"].append({"name": "newcomer-svc", "description": "A service a PR adds."})
+    data["topics"].append({"name": "newcomer_events", "partitions": 4, "retention": "1d",
+                           "key": "team_id", "producers": ["newcomer-svc"]})
+    reg = tmp_path / "topics.yaml"
+    reg.write_text(yaml.safe_dump(data))
+    plan_file = tmp_path / "plan.json"
+    code, output = cli(hip_cluster, "plan", "--registry", str(reg), "--no-scram-users",
+                       "--out", str(plan_file), principal=platform.REGISTRY_PLANNER)
+    assert code == 2, output
+    doc = json.loads(plan_file.read_text())
+    assert not [c for c in doc["changes"] if c["kind"].startswith("scram.")], output
+    (note,) = [n for n in doc["notes"] if "--no-scram-users" in n]
+    assert "newcomer-svc" in note
+    try:
+        code, output = cli(hip_cluster, "apply", "--registry", str(reg), "--plan", str(plan_file),
+                           "--no-scram-users", mechanism="PLAIN")
+        assert code == 0, output
+        live = observe(hip_cluster.admin_client())
+        assert "newcomer_events" in live.topics
+        assert any(a.principal == "User:newcomer-svc" for a in live.acls)
+        assert "newcomer-svc" not in live.scram_users  # no password written
+        code, output = cli(hip_cluster, "plan", "--registry", str(reg), "--no-scram-users",
+                           "--rotate-passwords")
+        assert code == 64 and "drop one" in output
+    finally:
+        admin = hip_cluster.admin_client()
+        admin.delete_topics(["newcomer_events"], request_timeout=30)
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:newcomer-svc",
+                               None, AclOperation.ANY, AclPermissionType.ANY)
+        for fut in admin.delete_acls([flt], request_timeout=30).values():
+            fut.result(timeout=30)
 
 
 def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):

@@ -195,6 +195,23 @@ def test_scram_users_created_rotation_only_on_request(registry):
     assert any("HANZO_STREAM_PASSWORD_" in n for n in rotate.notes)
 
 
+def test_without_scram_users_the_plan_leaves_passwords_to_the_reconciler_job(registry):
+    """The registry workflow's apply (--no-scram-users): ACLs and topics, never a password, so
+    the in-cluster Job stays the one writer; the plan says which principals still lack one."""
+    leave = Options(scram_users=False)
+    plan = make_plan(registry, empty(), leave)
+    assert not plan.of(CreateScramUser) and not plan.of(RotateScramPassword)
+    assert {c.acl for c in plan.of(CreateAcl)} == registry.acls()
+    [note] = [n for n in plan.notes if "--no-scram-users" in n]
+    assert all(p in note for p in registry.principal_names())
+    assert not any("HANZO_STREAM_PASSWORD_" in n for n in plan.notes)  # no password asked for
+    done = simulate(empty(), make_plan(registry, empty(), ALL_PW))
+    again = make_plan(registry, done, leave)
+    assert again.changes == [] and again.exit_code == 0
+    assert [n for n in again.notes if "--no-scram-users" in n] == [
+        "SCRAM users are left to the in-cluster reconciler Job (--no-scram-users)"]
+
+
 def test_plan_round_trips_through_json(registry):
     plan = make_plan(registry, empty(), ALL_PW)
     again = Plan.from_json(plan.to_json())

@@ -101,7 +101,7 @@ def test_pull_requests_validate_gate_and_plan_but_never_apply():
     check, plan = _runs("check"), _runs("plan")
     assert "hanzo-stream validate" in check and "hanzo-stream validate" in plan
     assert "hanzo-stream schemas check --against" in check
-    assert "hanzo-stream plan --registry pr/topics.yaml --out" in plan
+    assert "hanzo-stream plan --registry pr/topics.yaml --no-scram-users --out" in plan
     assert "apply" not in (check + plan).replace("applied", "")
     assert WORKFLOW["jobs"]["check"]["if"] == "github.event_name == 'pull_request'"
     assert WORKFLOW["jobs"]["plan"]["if"] == "github.event_name == 'pull_request_target'"
@@ -154,6 +154,20 @@ def test_merge_applies_and_registers_in_a_protected_environment():
     assert WORKFLOW["concurrency"]["cancel-in-progress"] is False  # never cancel an apply
     assert not any("PASSWORD" in line and "secrets." not in line and "vars." not in line
                    for line in yaml.safe_dump(WORKFLOW["env"]).splitlines())
+
+
+def test_scram_passwords_have_one_writer_the_reconciler_job():
+    """The workflow plans and applies without SCRAM users, so the in-cluster Job (Pulumi's
+    passwords) is the only writer; and it logs the admin in the way the admin can log in."""
+    from infra.credentials import ADMIN, mechanism
+
+    assert "--no-scram-users" in _runs("plan") and "--no-scram-users" in _runs("apply")
+    assert "--secrets-file" not in yaml.safe_dump(WORKFLOW) and "SCRAM_PASSWORDS" not in _secrets(
+        WORKFLOW["jobs"]["apply"])
+    apply_env = {**WORKFLOW["env"], **WORKFLOW["jobs"]["apply"]["env"]}
+    assert apply_env["HANZO_STREAM_SASL_MECHANISM"] == mechanism(ADMIN)
+    planner_env = {**WORKFLOW["env"], **WORKFLOW["jobs"]["plan"]["env"]}
+    assert planner_env["HANZO_STREAM_SASL_MECHANISM"] == mechanism(platform.REGISTRY_PLANNER)
 
 
 def _commands() -> list[list[str]]:
