@@ -166,6 +166,10 @@ def test_scram_passwords_have_one_writer_the_reconciler_job():
         WORKFLOW["jobs"]["apply"])
     apply_env = {**WORKFLOW["env"], **WORKFLOW["jobs"]["apply"]["env"]}
     assert apply_env["HANZO_STREAM_SASL_MECHANISM"] == mechanism(ADMIN)
+    # Only the jobs that talk to the brokers run where a self-hosted runner can reach them.
+    runner = "${{ vars.HANZO_STREAM_RUNNER || 'ubuntu-latest' }}"
+    assert {j: job["runs-on"] == runner for j, job in WORKFLOW["jobs"].items()} == {
+        "check": False, "plan": True, "apply": True}
     planner_env = {**WORKFLOW["env"], **WORKFLOW["jobs"]["plan"]["env"]}
     assert planner_env["HANZO_STREAM_SASL_MECHANISM"] == mechanism(platform.REGISTRY_PLANNER)
 
