@@ -196,19 +196,18 @@ def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> 
             notes.append(f"{len(unowned_extra)} ACL(s) of principals not in the registry left "
                          f"alone (delete with --allow-delete): {', '.join(who[:10])}")
 
+    principals = sorted(reg.principal_names())
+    absent = {p for p in principals if SCRAM_MECHANISM not in state.scram_users.get(p, frozenset())}
     missing = []
-    for p in sorted(reg.principal_names()) if opts.scram_users else ():
-        has = SCRAM_MECHANISM in state.scram_users.get(p, frozenset())
-        if not has or opts.rotate_passwords:
-            changes.append(RotateScramPassword(p) if has else CreateScramUser(p))
+    for p in principals if opts.scram_users else ():
+        if p in absent or opts.rotate_passwords:
+            changes.append(CreateScramUser(p) if p in absent else RotateScramPassword(p))
             if p not in opts.available_passwords:
                 missing.append(p)
     if not opts.scram_users:
-        absent = [p for p in sorted(reg.principal_names())
-                  if SCRAM_MECHANISM not in state.scram_users.get(p, frozenset())]
         notes.append("SCRAM users are left to the in-cluster reconciler Job (--no-scram-users)"
-                     + (f"; without one yet: {', '.join(absent)} (their login works after the "
-                        "next `pulumi up`)" if absent else ""))
+                     + (f"; without one yet: {', '.join(sorted(absent))} (their login works after "
+                        "the next `pulumi up`)" if absent else ""))
     if missing:
         notes.append(f"no password at hand for SCRAM user(s) {', '.join(missing)}: apply needs "
                      "HANZO_STREAM_PASSWORD_<NAME> (e.g. "
