@@ -128,6 +128,17 @@ def base_config(env: str, root: Path = ROOT) -> dict[str, Any]:
     return out
 
 
+def provider_config(root: Path = ROOT) -> dict[str, str]:
+    """Pulumi.yaml's settings of the providers (`kubernetes:...`), which `pulumi up` in a
+    checkout applies to every stack; the inline program here has no Pulumi.yaml, so the
+    local stacks get them set."""
+    import yaml
+
+    doc = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+    return {k: _as_config(v) for k, v in (doc.get("config") or {}).items()
+            if not k.startswith(f"{PROJECT}:")}
+
+
 def _as_config(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
@@ -194,8 +205,9 @@ class Deployer:
                   **image_settings(self.node),
                   **store_settings(self.node.object_store()), **dict(settings)}
         self.node.ensure_buckets(buckets(values, self.root))
-        st.set_all_config({f"{PROJECT}:{k}": auto.ConfigValue(_as_config(v))
-                           for k, v in values.items() if not is_secret(v)})
+        st.set_all_config({**{k: auto.ConfigValue(v) for k, v in provider_config(root).items()},
+                           **{f"{PROJECT}:{k}": auto.ConfigValue(_as_config(v))
+                              for k, v in values.items() if not is_secret(v)}})
         for k, v in values.items():
             if is_secret(v):
                 self._set_secret(st.name, work, f"{PROJECT}:{k}", v.value)

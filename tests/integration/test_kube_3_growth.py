@@ -21,7 +21,9 @@ import time
 
 import pytest
 
+from infra.broker import JAAS_SECRET
 from infra.cluster import STOP_WAIT_SECONDS
+from infra.credentials import RECONCILER_SECRET
 
 from .conftest import wait_for
 from .kube import admin_properties, brokers_ready, change, checkout_with, in_node, record, replication
@@ -95,13 +97,20 @@ NEW_PRINCIPAL = "forecasting"  # not in topics.yaml
 
 def test_a_new_principal_restarts_no_broker(dev, tmp_path):
     """A service team's pull request adds a principal: its Secret and SCRAM login appear, and
-    no broker restarts (the reconciler Job creates the user in the metadata log)."""
+    no broker restarts (the reconciler Job creates the user in the metadata log). The Secrets
+    that list every principal are updated in place, never deleted and created again
+    (Pulumi.yaml's kubernetes:enableSecretMutable)."""
+    listing = (JAAS_SECRET, RECONCILER_SECRET)
+    uids = {n: dev.json(f"secret/{n}")["metadata"]["uid"] for n in listing}
     root = checkout_with(tmp_path, lambda doc: (
         doc.__setitem__("replication", {"profile": "cluster"}),
         doc["principals"].append({"name": NEW_PRINCIPAL, "description": "Forecasting reads billing."})))
     dev.deployer.root = root
     facts = change(dev, "new principal")
     assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
+    assert {n: facts["planned"].get(f"secret-{n}") for n in listing} == dict.fromkeys(listing, "update")
+    assert not [n for n, op in facts["planned"].items() if n.startswith("secret-") and op == "replace"]
+    assert {n: dev.json(f"secret/{n}")["metadata"]["uid"] for n in listing} == uids
     assert NEW_PRINCIPAL in dev.outputs["principalPasswords"]
     dev.kubectl("get", "secret", f"kafka-user-{NEW_PRINCIPAL}")
     # It logs in with SCRAM at once (it has no ACLs yet, so it sees no topics).

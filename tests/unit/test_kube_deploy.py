@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hanzo_stream.kube.deploy import Plan, _step_recorder
+from hanzo_stream.kube.deploy import Plan, _step_recorder, provider_config
 
 STS = "kubernetes:apps/v1:StatefulSet"
 
@@ -45,3 +45,14 @@ def test_ops_of_one_kind_and_the_count_of_changes():
     assert plan.ops("StatefulSet") == {"statefulset-kafka": "update"}
     assert plan.ops() == {"statefulset-kafka": "update", "secret-kafka-user-reporting": "create"}
     assert plan.changes == 2
+
+
+def test_local_stacks_get_the_projects_provider_settings_and_no_project_setting(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_text("name: hanzo-stream\nconfig:\n"
+                                          "  hanzo-stream:brokers: 3\n"
+                                          "  kubernetes:enableSecretMutable: true\n"
+                                          "  kubernetes:deleteUnreachable: false\n")
+    assert provider_config(tmp_path) == {"kubernetes:enableSecretMutable": "true",
+                                         "kubernetes:deleteUnreachable": "false"}
+    # The project's own: a changed Secret is updated in place, never deleted and created again.
+    assert provider_config()["kubernetes:enableSecretMutable"] == "true"
