@@ -1,6 +1,7 @@
 """Read the live cluster in a handful of cluster-wide calls.
 
-One metadata call for every topic, one DescribeConfigs for all of them, one DescribeAcls
+One metadata call for every topic, one DescribeConfigs for all of them (of the configs a plan
+reads, when it names them), one DescribeAcls
 with a match-anything filter, one DescribeUserScramCredentials, one DescribeClientQuotas for
 every user, one DescribeCluster (the brokers' racks): a plan costs six round trips whether the
 cluster has ten topics or ten thousand.
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from confluent_kafka.admin import (
@@ -111,7 +114,7 @@ ANY_ACL = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None
 
 
 def _enum(v: Any) -> str:
-    return v.name if hasattr(v, "name") else str(v)
+    return v._name_ if isinstance(v, Enum) else str(v)  # _name_: .name is a slow descriptor
 
 
 # confluent-kafka names Kafka's CLUSTER resource type BROKER (same wire value, 4); the
@@ -127,20 +130,16 @@ def kafka_resource_type(t: Any) -> str:
     return "CLUSTER" if t == ResourceType.BROKER else _enum(t)
 
 
-def observe(admin: CountingAdmin | Any) -> ClusterState:
+def observe(admin: CountingAdmin | Any, config_keys: Collection[str] | None = None) -> ClusterState:
+    """The cluster as a plan reads it; config_keys: only these topic configs (a plan's
+    watched_configs), every key when None."""
     md = admin.list_topics(timeout=TIMEOUT)
     names = sorted(n for n in md.topics if not is_internal(n) or n in KAFKA_OWN_REPLICATED)
-    configs: dict[str, tuple[dict[str, str], frozenset[str]]] = {}
-    if names:
-        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
-                                         request_timeout=TIMEOUT)
-        for res, fut in futures.items():
-            entries = fut.result()
-            configs[res.name] = (
-                {k: e.value for k, e in entries.items() if e.value is not None},
-                frozenset(k for k, e in entries.items()
-                          if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG),
-            )
+    # Asked at once, answered while the configs are read (10,000 topics: ~1 s less).
+    acl_answer = admin.describe_acls(ANY_ACL, request_timeout=TIMEOUT)
+    scram_answer = admin.describe_user_scram_credentials(request_timeout=TIMEOUT)
+    cluster_answer = admin.describe_cluster(request_timeout=TIMEOUT)
+    configs = _topic_configs(admin, names, config_keys) if names else {}
     parts = {n: [md.topics[n].partitions[p] for p in sorted(md.topics[n].partitions)] for n in names}
     topics = {}
     for n in names:
@@ -153,18 +152,37 @@ def observe(admin: CountingAdmin | Any) -> ClusterState:
             any(set(TOPIC_THROTTLES) & t.dynamic for t in topics.values()):
         topics = with_moves(topics, _counting(admin).list_reassignments())
 
-    bindings = admin.describe_acls(ANY_ACL, request_timeout=TIMEOUT).result()
+    bindings = acl_answer.result()
     acls = frozenset(
         Acl(b.principal, kafka_resource_type(b.restype), b.name, _enum(b.resource_pattern_type),
             _enum(b.operation), b.host, _enum(b.permission_type))
         for b in bindings
     )
-    scram = admin.describe_user_scram_credentials(request_timeout=TIMEOUT).result()
+    scram = scram_answer.result()
     users = {u: frozenset(_enum(i.mechanism).replace("_", "-") for i in d.scram_credential_infos)
              for u, d in scram.items()}
-    nodes = admin.describe_cluster(request_timeout=TIMEOUT).result().nodes
+    nodes = cluster_answer.result().nodes
     racks = {n.id: n.rack for n in nodes if n.rack}
     return ClusterState(topics, acls, users, tuple(sorted(md.brokers)), _quotas(admin), racks)
+
+
+def _topic_configs(admin: Any, names: list[str], keys: Collection[str] | None
+                   ) -> dict[str, tuple[dict[str, str], frozenset[str]]]:
+    """topic -> (effective values, keys set on the topic itself). Named keys go through the
+    kafka-python bridge, which can ask for them alone (at 10,000 topics 1 s instead of 6)."""
+    if keys is not None and isinstance(admin, CountingAdmin) and admin.can_reach_kafka_python:
+        return admin.topic_configs(names, keys)
+    out = {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
+                                     request_timeout=TIMEOUT)
+    for res, fut in futures.items():
+        entries = {k: e for k, e in fut.result().items() if keys is None or k in keys}
+        out[res.name] = (
+            {k: e.value for k, e in entries.items() if e.value is not None},
+            frozenset(k for k, e in entries.items()
+                      if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        )
+    return out
 
 
 def _quotas(admin: Any) -> dict[str, dict[str, float]] | None:

@@ -126,6 +126,14 @@ def topics_to_grow(reg: Registry, state: ClusterState) -> set[str]:
             if n in state.topics and rf > state.topics[n].replication_factor}
 
 
+def watched_configs(reg: Registry) -> frozenset[str]:
+    """Every topic config a plan reads: the registry's managed keys, min ISR (the replication
+    profile's) and the move's throttles. observe() asks for these alone, and the state's
+    fingerprint covers them alone, so a key no plan reads never invalidates a saved plan."""
+    return frozenset({MIN_ISR, *replication.TOPIC_THROTTLES,
+                      *(k for t in reg.topics for k in t.managed_configs())})
+
+
 def make_plan(reg: Registry, state: ClusterState, opts: Options = Options()) -> Plan:
     changes: list[Change] = []
     errors: list[str] = []

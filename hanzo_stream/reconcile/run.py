@@ -6,6 +6,7 @@ test proves is what `hanzo-stream apply` does, validate_only pass included.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from ..registry.model import Registry
 from .apply import Progress, Result, execute, validate
 from .changes import Change, RotateScramPassword
 from .observe import observe, observe_moves
-from .plan import Options, Plan, make_plan, topics_to_grow
+from .plan import Options, Plan, make_plan, topics_to_grow, watched_configs
 
 
 def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
@@ -23,7 +24,7 @@ def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
     For topics whose replication factor grows, the running reassignments are asked of the
     controller and sizes on disk read (the plan shows what each move copies, and resumes a
     move already running). A plan the brokers would reject comes back with errors."""
-    state = observe(admin)
+    state = observe(admin, watched_configs(registry))
     if grow := topics_to_grow(registry, state):
         state = observe_moves(admin, state, grow)
     p = make_plan(registry, state, opts)
@@ -66,16 +67,21 @@ def await_visible(admin: Any, registry: Registry, applied: Sequence[Change], opt
     The controller commits a change before every broker has applied it (ACLs and SCRAM users
     show up in DescribeAcls a few hundred ms later), so a plan run right after apply could
     show it again. False if still not visible after `timeout` (the next run will see it)."""
-    pending = [c.reviewed() for c in applied if not isinstance(c, RotateScramPassword)]
+    pending = {_decision(c) for c in applied if not isinstance(c, RotateScramPassword)}
     deadline = time.monotonic() + timeout
     while pending:
-        state = observe(admin)
+        state = observe(admin, watched_configs(registry))
         if grow := topics_to_grow(registry, state):
             state = observe_moves(admin, state, grow)
-        again = [c.reviewed() for c in make_plan(registry, state, opts).changes]
-        pending = [c for c in pending if c in again]
+        pending &= {_decision(c) for c in make_plan(registry, state, opts).changes}
         if pending and time.monotonic() > deadline:
             return False
         if pending:
             time.sleep(0.25)
     return True
+
+
+def _decision(c: Change) -> str:
+    """What a reviewer approved, as a set member (a change holds dicts, so it has no hash):
+    comparing lists instead made a wait after 60,000 changes quadratic (minutes)."""
+    return json.dumps(c.reviewed().to_dict(), sort_keys=True, default=str)

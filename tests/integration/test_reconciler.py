@@ -32,6 +32,7 @@ from hanzo_stream.reconcile import Options, execute, make_plan, observe
 from hanzo_stream.reconcile import plan as reconcile_plan
 from hanzo_stream.reconcile import run as reconcile_run
 from hanzo_stream.reconcile.changes import DeleteTopic
+from hanzo_stream.reconcile.plan import watched_configs
 from hanzo_stream.reconcile.run import await_visible
 from hanzo_stream.registry import load_registry, platform
 from hanzo_stream.registry.model import Acl
@@ -208,6 +209,13 @@ def test_drift_is_shown_and_repaired_unowned_keys_kept(hip_cluster, registry):
 
     opts = Options(available_passwords=frozenset())
     counted = hip_cluster.counting_admin()
+    # A plan reads only the configs it compares, by name through the kafka-python bridge; the
+    # same as confluent-kafka's full read, filtered.
+    watched = watched_configs(registry)
+    named = observe(counted, watched)
+    assert named.topics == observe(admin, watched).topics
+    assert "segment.bytes" in observe(admin).topics["audit_log"].dynamic  # set above
+    assert "segment.bytes" not in named.topics["audit_log"].configs  # no plan reads it
     plan = reconcile_plan(counted, registry, opts)
     described = sorted(f"{c.SYMBOL} {c.describe()}" for c in plan.changes)
     assert described == [
