@@ -16,14 +16,18 @@ a bundle without the old one.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import hashlib
+import logging
+import os
 import socket
 import ssl
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -59,6 +63,13 @@ class Keystore:
         except x509.ExtensionNotFound:
             return []
         return sorted(str(n.value) for n in ext.value)
+
+
+def identity(cert_pem: bytes) -> str:
+    """A certificate's subject and names, which Kafka will not change in place: a new one
+    needs a restart, any other renewal is a reload."""
+    cert = x509.load_pem_x509_certificates(cert_pem)[0]
+    return " ".join([cert.subject.rfc4514_string(), *Keystore(cert, b"").sans])
 
 
 def _public_der(key_or_cert) -> bytes:
@@ -181,3 +192,107 @@ def fingerprint(pem: bytes) -> str:
     """SHA-256 of a keystore's leaf certificate, as served() reports it."""
     cert = x509.load_pem_x509_certificates(pem)[0]
     return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+# ------------------------------------------------------------------ the broker pod's sidecar
+
+log = logging.getLogger("hanzo_stream.tls_reload")
+
+
+@dataclass
+class Watched:
+    """What the sidecar has had its broker serve and trust."""
+
+    trusted: bytes  # the trust bundle the broker reads (its file at the sidecar's start)
+    served: bytes | None = None  # the keystore the broker serves (its file, once written)
+    refused: str = ""  # digest of the Secret's content last refused (said once)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """The `key=value` lines the broker's entrypoint wrote (server.properties)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            out[key.strip()] = value
+    return out
+
+
+def step(tls_dir: Path, keystore: Path, properties: Path, node_id: int, admin: Any,
+         seen: Watched, settle: float = TRUST_SETTLE_SECONDS,
+         now: dt.datetime | None = None) -> str | None:
+    """One look at the mounted Secret (kubelet swaps its files when the Secret changes: a
+    renewal by cert-manager or `pulumi up`). What changed is reloaded in the safe order, a new
+    trust bundle alone first; what cannot be is refused with the reason. A reload that fails
+    (the broker restarting, a timeout) raises, and the next round does it again. Returns what
+    it did."""
+    if seen.served is None:
+        try:
+            seen.served = keystore.read_bytes()
+        except FileNotFoundError:
+            return None  # the broker's entrypoint has not written it yet
+    new = (tls_dir / "tls.key").read_bytes() + (tls_dir / "tls.crt").read_bytes()
+    trusted = (tls_dir / "ca.crt").read_bytes()
+    if new == seen.served and trusted == seen.trusted:
+        return None
+    configs = reload_configs(read_properties(properties))
+    try:
+        if new != seen.served:
+            check(seen.served, new, trusted, what=f"{tls_dir}/tls.crt", now=now)
+        if trusted != seen.trusted:
+            reload(admin, node_id, configs)
+            seen.trusted = trusted
+            if new == seen.served:
+                return "reloaded the trust bundle"
+            time.sleep(settle)
+        install(keystore, new)
+        reload(admin, node_id, configs)
+        seen.served = new
+    except Refused as e:  # checked again each round (a clock behind may catch up), said once
+        digest = hashlib.sha256(new + b"\0" + trusted).hexdigest()
+        if digest == seen.refused:
+            return None
+        seen.refused = digest
+        return f"not reloaded: {e}"
+    return f"reloaded: serving certificate sha256 {fingerprint(new)[:16]}"
+
+
+def watch(tls_dir: Path, keystore: Path, properties: Path, node_id: int, admin: Any,
+          every: float = 10.0, rounds: int | None = None) -> None:
+    seen = Watched((tls_dir / "ca.crt").read_bytes())
+    n = 0
+    while rounds is None or n < rounds:
+        try:
+            if said := step(tls_dir, keystore, properties, node_id, admin, seen):
+                log.info(said)
+        except Exception as e:  # the broker may be restarting: say why, and look again
+            log.warning("cannot reload yet (tried again in %s s): %s: %s", every,
+                        type(e).__name__, e)
+        n += 1
+        time.sleep(every)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    from .connection import Connection
+
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.tls_reload",
+                                 description="Serve a renewed broker certificate without a restart.")
+    ap.add_argument("--tls-dir", type=Path, required=True, help="the mounted TLS Secret")
+    ap.add_argument("--keystore", type=Path, required=True, help="the PEM file the broker reads")
+    ap.add_argument("--properties", type=Path, required=True, help="the broker's server.properties")
+    ap.add_argument("--broker", type=int,
+                    help="this broker's node id (default: the pod's ordinal, from HOSTNAME)")
+    ap.add_argument("--every", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, help="stop after this many rounds (default: never)")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s tls-reload %(message)s")
+    broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
+    admin = AdminClient(Connection.from_env().confluent())
+    watch(a.tls_dir, a.keystore, a.properties, broker, admin, a.every, a.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -90,6 +90,10 @@ class Paths:
         return f"{self.run_dir}/keystore.pem"
 
     @property
+    def properties(self) -> str:
+        return f"{self.run_dir}/server.properties"
+
+    @property
     def truststore(self) -> str:
         return f"{self.tls_dir}/ca.crt"
 
@@ -238,7 +242,7 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         "umask 077",
         f"cat {_q(paths.tls_dir + '/tls.key')} {_q(paths.tls_dir + '/tls.crt')}"
         f" > {_q(paths.keystore)}",
-        f"conf={_q(paths.run_dir + '/server.properties')}",
+        f"conf={_q(paths.properties)}",
         ': > "$conf"',
         f"for var in {' '.join(var_of[k] for k in r.order)}; do",
         '  eval "value=\\${$var}"',
@@ -368,7 +372,7 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
         " exit 64 ;;",
         "esac",
         f"tool={_q(flavor.kafka_home + '/bin/kafka-metadata-quorum.sh')}",
-        f"conf={_q(paths.run_dir + '/server.properties')}",
+        f"conf={_q(paths.properties)}",
         f"meta={_q(meta)}",
         f"work={_q(paths.join_dir)}",
         'interval="${HANZO_JOIN_INTERVAL:-10}"',

@@ -145,6 +145,27 @@ def roll_gate_container(s: StackSettings, top: Topology) -> dict:
     }
 
 
+def tls_reload_container(s: StackSettings, top: Topology, paths: Paths = Paths()) -> dict:
+    """Serves a renewed certificate without a restart (hanzo_stream/tls_reload.py): when the
+    mounted TLS Secret changes (cert-manager, or `pulumi up` renewing the self-signed one), it
+    checks the new pair, writes it over the broker's copy in the shared run directory and asks
+    its broker to re-read its stores. A per-broker config change needs the admin."""
+    everyone = ",".join(f"{n.host}:{n.client_port}" for n in top.nodes)
+    return {
+        "name": "tls-reload",
+        "image": s.reconcilerImage,
+        "command": ["python", "-m", "hanzo_stream.tls_reload", "--tls-dir", paths.tls_dir,
+                    "--keystore", paths.keystore, "--properties", paths.properties],
+        "env": connection_env(top, ADMIN, bootstrap=everyone),
+        "resources": {"requests": {"cpu": "5m", "memory": "64Mi"},
+                      "limits": {"cpu": "200m", "memory": "192Mi"}},
+        "securityContext": RESTRICTED,
+        "volumeMounts": [{"name": "tls", "mountPath": paths.tls_dir, "readOnly": True},
+                         {"name": "run", "mountPath": paths.run_dir},
+                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+    }
+
+
 KUBE_API_VOLUME = "kube-api-token"
 
 
@@ -251,13 +272,14 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
                 {"name": "jmx-rules", "mountPath": paths.jmx_rules_dir, "readOnly": True},
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
-        }],
+        }, tls_reload_container(s, top, paths)],
         "volumes": [
             {"name": "tls", "secret": {"secretName": broker.TLS_SECRET, "defaultMode": 0o440}},
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
             {"name": "jmx-agent", "emptyDir": {"sizeLimit": "16Mi"}},
             {"name": "jmx-rules", "configMap": {"name": jmx.config_map}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            ca_volume(),
         ],
     }
     if gated(top):
@@ -270,7 +292,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
         pod_spec["volumes"] += [
             {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
             {"name": "gate", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-            ca_volume(), kube_api_volume()]
+            kube_api_volume()]
         term = {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}
         pod_spec["affinity"] = {"podAntiAffinity": (
             {"requiredDuringSchedulingIgnoredDuringExecution": [term]}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pulumi
 
+from hanzo_stream import tls_reload
 from hanzo_stream.registry import load_registry
 
 from . import (
@@ -117,10 +118,12 @@ def main(root: Path = ROOT) -> None:
     certs = tls.build(s, top)
     # What the brokers read at start and cannot reload. Principals are not among them: SCRAM
     # users live in the metadata log (the reconciler sets them), so a new one restarts nothing.
+    # A renewed certificate is reloaded by each pod's tls-reload sidecar; only new names
+    # (subject, SANs) need a restart.
     annotations: dict = {}
     if certs.cert_pem is not None:
-        annotations["hanzo.ai/tls-cert-sha"] = certs.cert_pem.apply(
-            lambda pem: hashlib.sha256(pem.encode()).hexdigest()[:16])
+        annotations["hanzo.ai/tls-names-sha"] = certs.cert_pem.apply(
+            lambda pem: hashlib.sha256(tls_reload.identity(pem.encode()).encode()).hexdigest()[:16])
 
     secrets = [*credentials.manifests(top.namespace, creds), *certs.manifests,
                *spark.user_secrets(top, _secret_setting("s3AccessKey"),

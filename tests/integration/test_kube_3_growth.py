@@ -1,8 +1,9 @@
 """Day-one and day-two changes on the real cluster, each under acks=all load with every
 acknowledged event counted afterwards (tests/integration/kube.py `change`): the dev stack grown
 from one broker to three by docs/runbooks/scaling-1-to-3.md's steps; on the grown stack a
-service team's new principal (no restart), then the changes that roll every broker (a broker
-config override, a certificate renewal, the image tag), each through the roll gate
+service team's new principal and a certificate renewal (no restart: the tls-reload sidecar
+serves it), then the changes that roll every broker (a broker config override, the image
+tag), through the roll gate
 (hanzo_stream/roll_gate.py: a broker stops only when no partition would fall under min ISR,
 and counts as back only when its replicas are in sync again); a larger `storageSize`; and
 `pulumi destroy` and `pulumi up` again on the retained volumes.
@@ -21,12 +22,22 @@ import time
 
 import pytest
 
+from hanzo_stream.broker_config import Node
 from infra.broker import JAAS_SECRET
 from infra.cluster import STOP_WAIT_SECONDS
 from infra.credentials import RECONCILER_SECRET
 
 from .conftest import wait_for
-from .kube import admin_properties, brokers_ready, change, checkout_with, in_node, record, replication
+from .kube import (
+    admin_properties,
+    brokers_ready,
+    change,
+    checkout_with,
+    in_node,
+    record,
+    replication,
+    restarts,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(4500)]
 
@@ -130,26 +141,63 @@ def rolled_safely(facts: dict) -> None:
     assert facts["under_min_isr_longest_s"] == 0, facts
 
 
-def test_an_override_a_certificate_renewal_and_a_new_image_tag_roll_each_broker_once(dev):
-    """Three changes in one `pulumi up`, as a release brings them: a broker config override,
-    a certificate renewal (`--replace kafka-broker-cert`) and the same image under a new tag
-    (no registry here: tagged in the node's containerd). One roll, each broker restarted once,
-    one at a time, the gate keeping every partition at min ISR; then all three are live. (One
-    roll instead of three: each cost ~3 minutes of a CI run that has 90.)"""
+SERVED = """
+import json, sys, time
+from hanzo_stream import tls_reload
+want, addresses = sys.argv[1], [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in sys.argv[2:])]
+t = time.monotonic()
+left = tls_reload.until_served(addresses, want, timeout=240)
+print(json.dumps({"seconds": round(time.monotonic() - t),
+                  "left": {f"{h}:{p}": f for (h, p), f in left.items()}}))
+"""
+
+
+def test_a_certificate_renewal_is_served_without_a_restart(dev):
+    """`pulumi up --replace kafka-broker-cert`: a new certificate with the same names and CA.
+    The Secret is updated in place, kubelet swaps the mounted files, and each pod's tls-reload
+    sidecar has its broker re-read its stores: every listener serves the new certificate and
+    no broker restarts."""
+    import base64
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    before = dev.outputs["caCertPem"], dev.json("secret", "kafka-tls")["data"]["tls.crt"]
+    pods = dev.pods()
+    facts = change(dev, "certificate renewal", replace=["kafka-broker-cert"])
+    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
+    after = dev.outputs["caCertPem"], dev.json("secret", "kafka-tls")["data"]["tls.crt"]
+    assert after[0] == before[0] and after[1] != before[1]  # a new certificate, the same CA
+    leaf = x509.load_pem_x509_certificates(base64.b64decode(after[1]))[0]
+    want = hashlib.sha256(leaf.public_bytes(Encoding.DER)).hexdigest()
+    # Every listener of every broker: Kafka re-reads each listener's stores (client,
+    # inter-broker, controller).
+    listeners = [f"kafka-{i}.kafka-headless.{dev.namespace}.svc.cluster.local:{p}"
+                 for i in range(3) for p in (Node.client_port, Node.internal_port, Node.controller_port)]
+    out = json.loads(in_node(dev.node, [sys.executable, "-c", SERVED, want, *listeners],
+                             timeout=300).stdout)
+    record("certificate renewal served", **out)
+    assert out["left"] == {}, out
+    assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
+
+
+def test_an_override_and_a_new_image_tag_roll_each_broker_once(dev):
+    """Two changes in one `pulumi up`, as a release brings them: a broker config override and
+    the same image under a new tag (no registry here: tagged in the node's containerd). One
+    roll, each broker restarted once, one at a time, the gate keeping every partition at min
+    ISR; then both are live. (One roll instead of two: each cost ~3 minutes of a CI run that
+    has 90.)"""
     image = dev.settings.get("image") or dev.json("statefulset", "kafka")["spec"]["template"][
         "spec"]["containers"][0]["image"]
     retagged = f"{image.rsplit(':', 1)[0]}:retagged-{int(time.time())}"
     subprocess.run([*dev.node.ctr(), "images", "tag", image, retagged], check=True,
                    capture_output=True, timeout=120)
-    before = dev.outputs["caCertPem"], dev.json("secret", "kafka-tls")["data"]["tls.crt"]
-    rolled_safely(change(dev, "override, certificate renewal and image tag",
-                         replace=["kafka-broker-cert"], image=retagged,
+    rolled_safely(change(dev, "override and image tag", image=retagged,
                          brokerConfigOverrides={"log.cleaner.backoff.ms": "16000"}))
     env = kafka_tool(dev, "kafka-configs.sh", "--describe", "--all", "--entity-type", "brokers",
                      "--entity-name", "2")
     assert "log.cleaner.backoff.ms=16000" in env
-    after = dev.outputs["caCertPem"], dev.json("secret", "kafka-tls")["data"]["tls.crt"]
-    assert after[0] == before[0] and after[1] != before[1]  # a new certificate, the same CA
     assert {p["spec"]["containers"][0]["image"] for p in dev.pods().values()} == {retagged}
 
 

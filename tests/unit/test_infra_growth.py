@@ -115,7 +115,7 @@ def test_sidecar_only_where_a_pod_can_join():
     assert join_container(render("dev")) is None  # one broker: it founds, nobody joins
     for out in (render("prod"), grown()):
         pod = obj(out, "StatefulSet", "kafka")["spec"]["template"]["spec"]
-        assert [c["name"] for c in pod["containers"]] == ["kafka", "join-quorum"]
+        assert [c["name"] for c in pod["containers"]] == ["kafka", "tls-reload", "join-quorum"]
         assert {"name": "join", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}} in pod["volumes"]
 
 

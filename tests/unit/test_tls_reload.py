@@ -110,3 +110,111 @@ def test_the_reload_sends_each_listeners_unchanged_store_locations():
     own = {**cfg, "listener.name.client.ssl.keystore.location": "/run/tls/client.pem"}
     assert tls_reload.reload_configs(own, ["CLIENT"])[
         "listener.name.client.ssl.keystore.location"] == "/run/tls/client.pem"
+
+
+class Broker:
+    """Records each reload request with the keystore file as it was when the broker got it."""
+
+    def __init__(self, keystore, failures: int = 0):
+        self.keystore, self.reloads, self.failures = keystore, [], failures
+
+    def incremental_alter_configs(self, resources):
+        from concurrent.futures import Future
+
+        (res,) = resources
+        if self.failures:
+            self.failures -= 1
+            raise TimeoutError  # as a future's result(timeout=) raises it
+        self.reloads.append((res.name, {e.name: e.value for e in res.incremental_configs},
+                             self.keystore.read_bytes()))
+        done = Future()
+        done.set_result(None)
+        return {res: done}
+
+
+def _pod(tmp_path, keystore: bytes, trust: bytes = TRUST):
+    """The broker pod's files: the mounted Secret, the keystore the entrypoint wrote, its
+    server.properties."""
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    key_end = keystore.index(b"-----END PRIVATE KEY-----\n") + len(b"-----END PRIVATE KEY-----\n")
+    (tls / "tls.key").write_bytes(keystore[:key_end])
+    (tls / "tls.crt").write_bytes(keystore[key_end:])
+    (tls / "ca.crt").write_bytes(trust)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "keystore.pem").write_bytes(keystore)
+    cfg = broker_config(BrokerSettings(2, (Node(2, "kafka-2"),), "/data", str(run / "keystore.pem"),
+                                       str(tls / "ca.crt")))
+    (run / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+    return tls, run / "keystore.pem", run / "server.properties"
+
+
+def _renew(tls, keystore: bytes, trust: bytes | None = None) -> None:
+    """What kubelet does when the Secret changes: every file of it swapped."""
+    key_end = keystore.index(b"-----END PRIVATE KEY-----\n") + len(b"-----END PRIVATE KEY-----\n")
+    (tls / "tls.key").write_bytes(keystore[:key_end])
+    (tls / "tls.crt").write_bytes(keystore[key_end:])
+    if trust is not None:
+        (tls / "ca.crt").write_bytes(trust)
+
+
+def test_the_sidecar_installs_a_renewal_then_asks_its_broker_to_reload(tmp_path):
+    tls, keystore, props = _pod(tmp_path, CURRENT)
+    broker, seen = Broker(keystore), tls_reload.Watched(TRUST)
+    assert tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW) is None  # unchanged
+    assert broker.reloads == []
+    renewed = _keystore(CA)
+    _renew(tls, renewed)
+    said = tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW)
+    assert said == f"reloaded: serving certificate sha256 {tls_reload.fingerprint(renewed)[:16]}"
+    ((node, configs, served),) = broker.reloads
+    assert (node, served) == ("2", renewed) and keystore.read_bytes() == renewed
+    assert configs["listener.name.client.ssl.keystore.location"] == str(keystore)
+    assert tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW) is None
+    assert len(broker.reloads) == 1
+
+
+def test_a_new_ca_and_its_certificate_at_once_reload_the_trust_bundle_first(tmp_path):
+    tls, keystore, props = _pod(tmp_path, CURRENT)
+    broker, seen = Broker(keystore), tls_reload.Watched(TRUST)
+    new_ca = _ca("CA 2")
+    bundle = TRUST + new_ca[1].public_bytes(PEM)
+    renewed = _keystore(new_ca)
+    _renew(tls, renewed, bundle)
+    said = tls_reload.step(tls, keystore, props, 2, broker, seen, settle=0, now=NOW)
+    assert said.startswith("reloaded: serving")
+    # First the bundle alone (the keystore still the old one), then the new certificate.
+    assert [served for _, _, served in broker.reloads] == [CURRENT, renewed]
+    assert seen.trusted == bundle
+
+
+def test_a_certificate_with_other_names_is_refused_once_and_left_to_a_roll(tmp_path):
+    tls, keystore, props = _pod(tmp_path, CURRENT)
+    broker, seen = Broker(keystore), tls_reload.Watched(TRUST)
+    _renew(tls, _keystore(CA, hosts=("localhost", "127.0.0.1", "kafka-3")))
+    said = tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW)
+    assert said.startswith(f"not reloaded: {tls}/tls.crt: subject") and "rolling restart" in said
+    assert tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW) is None  # said once
+    assert broker.reloads == [] and keystore.read_bytes() == CURRENT
+
+
+def test_the_sidecar_waits_for_the_brokers_keystore(tmp_path):
+    tls, keystore, props = _pod(tmp_path, CURRENT)
+    keystore.unlink()
+    assert tls_reload.step(tls, keystore, props, 2, Broker(keystore), tls_reload.Watched(TRUST)) is None
+
+
+def test_a_reload_that_failed_is_done_again_next_round(tmp_path):
+    # Seen on the real cluster: the keystore was written, the broker's answer timed out, and
+    # the file already matched the Secret, so nothing asked the broker again.
+    tls, keystore, props = _pod(tmp_path, CURRENT)
+    broker, seen = Broker(keystore, failures=1), tls_reload.Watched(TRUST)
+    assert tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW) is None
+    renewed = _keystore(CA)
+    _renew(tls, renewed)
+    with pytest.raises(TimeoutError):
+        tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW)
+    assert keystore.read_bytes() == renewed and broker.reloads == []
+    assert tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW).startswith("reloaded")
+    assert [served for _, _, served in broker.reloads] == [renewed]
