@@ -24,7 +24,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,17 +257,22 @@ def step(tls_dir: Path, keystore: Path, properties: Path, node_id: int, admin: A
     return f"reloaded: serving certificate sha256 {fingerprint(new)[:16]}"
 
 
-def watch(tls_dir: Path, keystore: Path, properties: Path, node_id: int, admin: Any,
-          every: float = 10.0, rounds: int | None = None) -> None:
+def watch(tls_dir: Path, keystore: Path, properties: Path, node_id: int,
+          connect: Callable[[], Any], every: float = 10.0, rounds: int | None = None,
+          now: dt.datetime | None = None) -> None:
+    """step() every `every` seconds. After a failure the admin client is made anew: on the
+    real cluster one pod's reloads timed out three times in a row (30 s each) while its
+    peers' went through at once."""
     seen = Watched((tls_dir / "ca.crt").read_bytes())
-    n = 0
+    admin, n = connect(), 0
     while rounds is None or n < rounds:
         try:
-            if said := step(tls_dir, keystore, properties, node_id, admin, seen):
+            if said := step(tls_dir, keystore, properties, node_id, admin, seen, now=now):
                 log.info(said)
         except Exception as e:  # the broker may be restarting: say why, and look again
             log.warning("cannot reload yet (tried again in %s s): %s: %s", every,
                         type(e).__name__, e)
+            admin = connect()
         n += 1
         time.sleep(every)
 
@@ -289,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s tls-reload %(message)s")
     broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
-    admin = AdminClient(Connection.from_env().confluent())
-    watch(a.tls_dir, a.keystore, a.properties, broker, admin, a.every, a.rounds)
+    conf = Connection.from_env().confluent()
+    watch(a.tls_dir, a.keystore, a.properties, broker, lambda: AdminClient(conf), a.every, a.rounds)
     return 0
 
 

@@ -218,3 +218,12 @@ def test_a_reload_that_failed_is_done_again_next_round(tmp_path):
     assert keystore.read_bytes() == renewed and broker.reloads == []
     assert tls_reload.step(tls, keystore, props, 2, broker, seen, now=NOW).startswith("reloaded")
     assert [served for _, _, served in broker.reloads] == [renewed]
+
+
+def test_the_watch_loop_makes_a_new_client_after_a_failure(tmp_path):
+    tls, keystore, props = _pod(tmp_path, CURRENT)
+    _renew(tls, renewed := _keystore(CA))
+    clients = [Broker(keystore, failures=1), Broker(keystore)]
+    made = iter(clients)
+    tls_reload.watch(tls, keystore, props, 2, lambda: next(made), every=0, rounds=2, now=NOW)
+    assert clients[0].reloads == [] and [s for _, _, s in clients[1].reloads] == [renewed]
