@@ -44,10 +44,12 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("hanzo_stream.roll_gate")
 IN_SYNC, SAFE, ALIVE = "in-sync", "safe-to-stop", "alive"  # the files the probes read
 EVERYONE_GOES = "everyone-goes"  # the set is being deleted: the broker's shell reads it (infra/broker.py)
+RECONNECT_AFTER = 3  # failed metadata reads in a row before the admin client is made anew
 
 
 @dataclass(frozen=True)
@@ -165,16 +167,19 @@ def _write(path: Path, on: bool, text: str) -> None:
 
 def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
         rounds: int | None = None, min_isr_every: float = 60.0,
-        statefulset: Callable[[], dict | None] | None = None) -> None:
+        statefulset: Callable[[], dict | None] | None = None,
+        connect: Callable[[], Any] | None = None) -> None:
     """The sidecar's loop; `rounds` bounds it (tests), None runs until SIGTERM. Each round reads
     `statefulset` (see statefulset_reader) before the cluster; while it holds a stop it asks
-    again every second."""
+    again every second. After RECONNECT_AFTER failed reads in a row `connect` makes a new
+    admin client: a client reads ca.crt once, and after a CA rollover's new certificate only
+    a new one trusts the brokers (this sidecar is not restarted with the clients)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     stop = {"now": False}
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     min_isr: dict[str, int] = {}
     fetched_at = float("-inf")
-    said, n, deleted = "", 0, False
+    said, n, deleted, failed = "", 0, False, 0
     while not stop["now"] and (rounds is None or n < rounds):
         n += 1
         # The StatefulSet first: while the others stop, reading the cluster's metadata can
@@ -196,10 +201,13 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
                 min_isr = topic_min_isr(admin, hosted)
                 fetched_at = time.monotonic()
             verdict = judge(broker, parts, min_isr)
-            now = verdict.describe()
+            now, failed = verdict.describe(), 0
         except Exception as e:  # unknown is neither in sync nor safe; say why and keep asking
             verdict = Verdict(False, False)
             now = f"cannot read the cluster's metadata: {e}"
+            failed += 1
+            if connect is not None and failed >= RECONNECT_AFTER:
+                admin, failed = connect(), 0
         if deleted:
             verdict = replace(verdict, safe_to_stop=True, holding=(), everyone_goes=True)
             now = verdict.describe()
@@ -234,11 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s roll-gate %(message)s")
     broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
-    admin = AdminClient(Connection.from_env().confluent())
+    def connect() -> AdminClient:  # reads ca.crt as it is now
+        return AdminClient(Connection.from_env().confluent())
+
     reader = statefulset_reader(a.statefulset) if a.statefulset else None
     if a.statefulset and reader is None:
         log.warning("no service account token: a deleted StatefulSet cannot release a held stop")
-    run(broker, a.dir, admin, a.interval, a.rounds, statefulset=reader)
+    run(broker, a.dir, connect(), a.interval, a.rounds, statefulset=reader, connect=connect)
     return 0
 
 

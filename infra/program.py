@@ -114,8 +114,18 @@ def main(root: Path = ROOT) -> None:
     jobs = spark.discover(root, registry) if s.spark else []
     consumer_jobs = monitoring.consumer_jobs(root, registry)
 
+    # A storageSize the volumes cannot take, fewer brokers than the quorum has voters, or a CA
+    # rollover step skipped stops the update before any Kubernetes object or certificate
+    # changes: every one of them waits for the guards (infra/storage.py, quorum.py, tls.py).
+    last = storage.last_deployment()
+    gate = pulumi.Output.all(storage.guard(s, top, last), quorum.guard(s, last),
+                             tls.guard(s, last))
+
+    def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(depends_on=gate.apply(lambda _: list(deps)))
+
     creds = credentials.generate(registry)
-    certs = tls.build(s, top)
+    certs = tls.build(s, top, after())
     # What the brokers read at start and cannot reload. Principals are not among them: SCRAM
     # users live in the metadata log (the reconciler sets them), so a new one restarts nothing.
     # A renewed certificate is reloaded by each pod's tls-reload sidecar; only new names
@@ -173,20 +183,12 @@ def main(root: Path = ROOT) -> None:
          *([spark.metrics_policy_target()] if jobs else [])], broker_https=bool(s.jmxAgentUrl),
         kube_api=api_server_egress() if cluster.gated(top) else None)
 
+    tls.restart_on_new_trust([*extras, *spark_apps, *consumers], certs.ca_cert_pem)
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers]
     violations = policy.check([policy.plainify(m) for m in everything],
                               s.environment, s.requireDigests)
     if violations:
         raise policy.PolicyViolation(violations)
-
-    # A storageSize the volumes cannot take, or fewer brokers than the quorum has voters,
-    # stops the update before any Kubernetes object changes: every one of them waits for
-    # the guards (infra/storage.py, infra/quorum.py).
-    last = storage.last_deployment()
-    gate = pulumi.Output.all(storage.guard(s, top, last), quorum.guard(s, last))
-
-    def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(depends_on=gate.apply(lambda _: list(deps)))
 
     # `pulumi destroy` leaves the namespace: the brokers' volumes (retained by the
     # StatefulSet) live in it, and a later `up` finds them and carries on from their data.
@@ -241,6 +243,9 @@ def main(root: Path = ROOT) -> None:
     pulumi.export("adminPassword", creds.admin)
     pulumi.export("principalPasswords", pulumi.Output.secret(creds.principals))
     pulumi.export("caCertPem", certs.ca_cert_pem)
+    if s.tlsMode == "self-signed":  # what the next up's rollover guard compares with
+        pulumi.export(tls.GENERATION_OUTPUT, s.caGeneration)
+        pulumi.export(tls.TRUST_OUTPUT, s.ca_trust)
     pulumi.export("reconcilerJob", apply_job[1]["metadata"]["name"])
     pulumi.export("schemaRegistryUrl", f"http://schema-registry.{top.namespace}.svc:"
                   f"{schema_registry.PORT}" if s.schemaRegistry else None)

@@ -118,6 +118,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("certManagerIssuer", "", "issuer name, required when tlsMode is cert-manager"),
     Setting("certManagerIssuerKind", "ClusterIssuer", "`Issuer` or `ClusterIssuer`"),
     Setting("tlsExtraDnsNames", [], "extra DNS names on the broker certificate"),
+    Setting("caGeneration", 1, "the generation of the program's CA (`self-signed`) that issues "
+            "the brokers' certificate; a CA rollover raises it by one "
+            "(docs/runbooks/ca-rollover.md)"),
+    Setting("caTrust", [], "the CA generations brokers and clients trust (the `ca.crt` bundle); "
+            "empty: `caGeneration` alone. Two during a rollover, e.g. `[1, 2]`"),
     Setting("protect", True, "protect the quorum's recorded founding size and the CA from "
             "`pulumi destroy` (the cluster id is the namespace's, which destroy keeps)"),
     Setting("reconcilerImage", versions.RECONCILER_IMAGE,
@@ -213,6 +218,11 @@ class StackSettings:
         return self.values["environment"] == "prod"
 
     @property
+    def ca_trust(self) -> list[int]:
+        """The trusted CA generations, oldest first (`caTrust`, or `caGeneration` alone)."""
+        return sorted(set(self.values["caTrust"])) or [self.values["caGeneration"]]
+
+    @property
     def broker_image(self) -> str:
         image = self.values["image"] or versions.APACHE_IMAGE  # _validate: bitnami names one
         digest = self.values["imageDigest"]
@@ -292,6 +302,7 @@ def _validate(v: dict[str, Any]) -> None:
         raise SettingsError("tlsMode must be self-signed or cert-manager")
     if v["tlsMode"] == "cert-manager" and not v["certManagerIssuer"]:
         raise SettingsError("tlsMode cert-manager needs certManagerIssuer")
+    _validate_ca(v)
     if v["brokers"] < 1 or v["brokers"] % 2 == 0:
         n = v["brokers"]
         raise SettingsError(
@@ -316,6 +327,28 @@ def _validate(v: dict[str, Any]) -> None:
     if v["imageDigest"] and not v["imageDigest"].startswith("sha256:"):
         raise SettingsError("imageDigest must look like sha256:<64 hex>")
     _validate_heap(v)
+
+
+def _validate_ca(v: dict[str, Any]) -> None:
+    g, trust = v["caGeneration"], v["caTrust"]
+    if v["tlsMode"] == "cert-manager" and (g != 1 or trust):
+        raise SettingsError(f"{PROJECT}:caGeneration and caTrust are for tlsMode self-signed: with "
+                            "cert-manager the issuer owns the CA; roll it over there and `pulumi "
+                            "config rm` both")
+    if g < 1:
+        raise SettingsError(f"{PROJECT}:caGeneration is {g}: CA generations count from 1")
+    if any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in trust):
+        raise SettingsError(f"{PROJECT}:caTrust {trust!r} must list CA generations (numbers), "
+                            f"e.g. [{g}, {g + 1}]")
+    if trust and g not in trust:
+        raise SettingsError(f"{PROJECT}:caTrust {trust} leaves out caGeneration {g}, the CA that "
+                            "issues the brokers' certificate: nothing would trust the brokers. "
+                            f"Add it (e.g. `pulumi config set caTrust '[{g - 1}, {g}]'`)")
+    if not set(trust) <= {g - 1, g, g + 1} or len(set(trust)) > 2:
+        raise SettingsError(f"{PROJECT}:caTrust {trust} with caGeneration {g}: a rollover trusts "
+                            f"two neighbouring generations at most, e.g. [{g}, {g + 1}] before "
+                            f"caGeneration moves to {g + 1}, [{g - 1}, {g}] right after "
+                            "(docs/runbooks/ca-rollover.md)")
 
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from hanzo_stream.roll_gate import (
     ALIVE,
     EVERYONE_GOES,
+    IN_SYNC,
+    RECONNECT_AFTER,
     SAFE,
     Partition,
     being_deleted,
@@ -136,6 +138,26 @@ def test_a_held_stop_is_released_only_when_the_statefulset_is_being_deleted(tmp_
     assert not safe and "cannot read the StatefulSet: 403 Forbidden" in said
     answers = iter([live, deleting, live])  # once seen deleted, it stays released
     assert gate_files(tmp_path, lambda: next(answers), rounds=3)[0]
+
+
+def test_a_client_that_stopped_trusting_the_brokers_is_made_anew(tmp_path):
+    """After a CA rollover's new certificate the sidecar's first client (it read the old
+    ca.crt) fails every read; the gate makes a new one rather than keep its broker unready."""
+
+    class Untrusting(Admin):
+        def list_topics(self, timeout):
+            raise RuntimeError("SSL handshake failed: certificate verify failed")
+
+    made = []
+
+    def connect():
+        made.append(Admin())
+        return made[-1]
+
+    run(0, tmp_path, Untrusting(), interval=0.01, rounds=RECONNECT_AFTER - 1, connect=connect)
+    assert made == [] and not (tmp_path / IN_SYNC).exists()  # a blip does not cost a client
+    run(0, tmp_path, Untrusting(), interval=0.01, rounds=RECONNECT_AFTER + 1, connect=connect)
+    assert len(made) == 1 and (tmp_path / IN_SYNC).exists()  # the new client reads the cluster
 
 
 def test_a_deleted_statefulset_releases_the_stop_before_the_metadata_read(tmp_path):
