@@ -1,16 +1,16 @@
 """Day-one and day-two changes on the real cluster, each under acks=all load with every
 acknowledged event counted afterwards (tests/integration/kube.py `change`): the dev stack grown
 from one broker to three by docs/runbooks/scaling-1-to-3.md's steps; on the grown stack a
-service team's new principal and a certificate renewal (no restart: the tls-reload sidecar
-serves it), then the changes that roll every broker (a broker config override, the image
-tag), through the roll gate
-(hanzo_stream/roll_gate.py: a broker stops only when no partition would fall under min ISR,
-and counts as back only when its replicas are in sync again); a larger `storageSize`; and
-`pulumi destroy` and `pulumi up` again on the retained volumes.
+service team's new principal and a CA rollover (docs/runbooks/ca-rollover.md; no restart: the
+tls-reload sidecar serves each step), then the changes that roll every broker (a broker config
+override, the image tag), through the roll gate (hanzo_stream/roll_gate.py: a broker stops only
+when no partition would fall under min ISR, and counts as back only when its replicas are in
+sync again); a larger `storageSize`; and `pulumi destroy` and `pulumi up` again on the retained
+volumes.
 
-Runs on the session's dev stack after test_kube_1_dev and _2_spark, in this order, and
-destroys it at the end (its last user). What each change
-cost (plan, restarts, time under min ISR, producer errors) goes to the report file.
+Runs on the session's dev stack after test_kube_1_dev and _2_spark, in this order, and destroys
+it at the end (its last user). What each change cost (plan, restarts, time under min ISR,
+producer errors) goes to the report file.
 """
 
 from __future__ import annotations
@@ -152,35 +152,70 @@ print(json.dumps({"seconds": round(time.monotonic() - t),
 """
 
 
-def test_a_certificate_renewal_is_served_without_a_restart(dev):
-    """`pulumi up --replace kafka-broker-cert`: a new certificate with the same names and CA.
-    The Secret is updated in place, kubelet swaps the mounted files, and each pod's tls-reload
-    sidecar has its broker re-read its stores: every listener serves the new certificate and
-    no broker restarts."""
+def trust_reloads(dev) -> dict[str, int]:
+    """How often each broker's tls-reload sidecar has had its broker reload the trust bundle."""
+    return {pod: dev.kubectl("logs", pod, "-c", "tls-reload").stdout.count("reloaded the trust bundle")
+            for pod in dev.pods()}
+
+
+def served_everywhere(dev, tls_crt_b64: str, what: str) -> None:
+    """Every listener of every broker serves the Secret's certificate: Kafka re-reads each
+    listener's stores (client, inter-broker, controller). kubelet swaps a Secret's files within
+    its sync period (~1 min), the sidecar looks every 10 s; one broker's reloads have timed out
+    for ~2 minutes before one went through."""
     import base64
     import hashlib
 
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import Encoding
 
-    before = dev.outputs["caCertPem"], dev.json("secret", "kafka-tls")["data"]["tls.crt"]
-    pods = dev.pods()
-    facts = change(dev, "certificate renewal", replace=["kafka-broker-cert"])
-    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
-    after = dev.outputs["caCertPem"], dev.json("secret", "kafka-tls")["data"]["tls.crt"]
-    assert after[0] == before[0] and after[1] != before[1]  # a new certificate, the same CA
-    leaf = x509.load_pem_x509_certificates(base64.b64decode(after[1]))[0]
+    leaf = x509.load_pem_x509_certificates(base64.b64decode(tls_crt_b64))[0]
     want = hashlib.sha256(leaf.public_bytes(Encoding.DER)).hexdigest()
-    # Every listener of every broker: Kafka re-reads each listener's stores (client,
-    # inter-broker, controller).
     listeners = [f"kafka-{i}.kafka-headless.{dev.namespace}.svc.cluster.local:{p}"
                  for i in range(3) for p in (Node.client_port, Node.internal_port, Node.controller_port)]
-    # kubelet swaps a Secret's files within its sync period (~1 min), the sidecar looks every
-    # 10 s; one broker's reloads have timed out for ~2 minutes before one went through.
     out = json.loads(in_node(dev.node, [sys.executable, "-c", SERVED, want, *listeners],
                              timeout=540).stdout)
-    record("certificate renewal served", **out)
+    record(what, **out)
     assert out["left"] == {}, out
+
+
+def test_a_ca_rollover_restarts_no_broker(dev):
+    """docs/runbooks/ca-rollover.md's three `pulumi up`s, each under acks=all load: trust the
+    next CA beside the current one, issue the brokers' certificate from it (a renewal with a
+    new issuer: the Secret is updated in place and each pod's tls-reload sidecar has its broker
+    re-read its stores), retire the old one. No broker restarts; every listener serves the new
+    certificate; the producers started after step 1 (the bundle) keep working through step 2,
+    and the tests after this one talk to the brokers trusting the new CA alone."""
+    from cryptography import x509
+
+    pods, trusted = dev.pods(), trust_reloads(dev)
+    old_ca = dev.outputs["caCertPem"]
+    facts = change(dev, "CA rollover 1: trust both", caTrust=[1, 2])
+    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
+    assert facts["planned"].get("kafka-ca-2") == "create", facts["planned"]
+    assert dev.outputs["caCertPem"].startswith(old_ca) and len(
+        x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())) == 2
+    # Step 2 only once every broker trusts both (the runbook's check).
+    t = time.monotonic()
+    wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
+             "every broker reloaded the two-CA bundle")
+    record("CA rollover 1: every broker trusts both", seconds=round(time.monotonic() - t))
+
+    before = dev.json("secret", "kafka-tls")["data"]["tls.crt"]
+    facts = change(dev, "CA rollover 2: issue from the new CA", caGeneration=2)
+    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
+    after = dev.json("secret", "kafka-tls")["data"]["tls.crt"]
+    assert after != before
+    served_everywhere(dev, after, "CA rollover 2: the new certificate served")
+
+    trusted = trust_reloads(dev)
+    facts = change(dev, "CA rollover 3: retire the old CA", caTrust=[])
+    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
+    assert facts["planned"].get("kafka-ca") == "delete", facts["planned"]
+    (new_ca,) = x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())
+    assert new_ca.subject.rfc4514_string().startswith("CN=Hanzo Stream Kafka CA 2")
+    wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
+             "every broker reloaded the one-CA bundle")
     assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
 
 
