@@ -1,6 +1,7 @@
 """NetworkPolicies: deny all ingress to the platform's pods, then open exactly these paths.
 
-- client port 9093 (brokers) and 8081 (schema registry): from the client namespaces;
+- client port 9093 (brokers): from the platform's own namespace and the client namespaces;
+  8081 (schema registry): from the client namespaces;
 - a taken-over cluster's LEGACY PLAINTEXT port (legacyPlaintextPort): from the namespace's
   own pods only;
 - inter-broker 9094 and controller 9095: only from broker pods;
@@ -95,8 +96,10 @@ def manifests(top: Topology, client_namespaces: list[str], monitoring_namespace:
     out = [
         broker_egress(top, broker_https, kube_api),
         _policy(top, "hanzo-stream-default-deny", {"app.kubernetes.io/part-of": PART_OF}, []),
+        # The platform's own pods (brokers' sidecars, reconciler, exporter, jobs) use it too.
         _policy(top, "kafka-client", brokers, [
-            {"from": [_ns_peer(client_namespaces)], "ports": _tcp(PORTS["client"])}]),
+            {"from": [_ns_peer([top.namespace, *client_namespaces])],
+             "ports": _tcp(PORTS["client"])}]),
         _policy(top, "kafka-quorum", brokers, [
             {"from": [{"podSelector": {"matchLabels": brokers}}],
              "ports": _tcp(PORTS["internal"], PORTS["controller"])}]),

@@ -46,7 +46,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("namespace", "hanzo", "namespace for every workload of the platform"),
     Setting("createNamespace", True, "create the namespace (false: it already exists)"),
     Setting("clientNamespaces", ["hanzo"], "namespaces whose pods may reach the client port "
-            "9093 and the schema registry"),
+            "9093 (the platform's own namespace always may) and the schema registry"),
     Setting("monitoringNamespace", "monitoring", "namespace of Prometheus; only it may scrape "
             "metrics ports"),
     Setting("clusterDomain", "cluster.local", "the cluster's DNS domain"),

@@ -113,6 +113,17 @@ def test_client_namespaces_setting_widens_only_the_client_port():
     assert not allowed(ps, "hanzo", BROKER, 9095, "hanzo-batch", APP)
 
 
+def test_the_platforms_own_pods_reach_the_client_port_whatever_client_namespaces_says():
+    """The brokers' own sidecars (roll gate, tls-reload), the reconciler, the exporter and the
+    jobs live in the platform's namespace: a clientNamespaces without it must not cut them off
+    (every broker would stay unready behind its roll gate)."""
+    ps = of_kind(render("prod", (("clientNamespaces", '["apps"]'),)), "NetworkPolicy")
+    assert allowed(ps, "hanzo", BROKER, 9093, "apps", APP)
+    assert allowed(ps, "hanzo", BROKER, 9093, "hanzo", BROKER)
+    assert allowed(ps, "hanzo", BROKER, 9093, "hanzo", APP)
+    assert not allowed(ps, "hanzo", BROKER, 9093, "elsewhere", APP)
+
+
 def egress_allowed(policies: list[dict], ns: str, pod: dict, port: int, dst_ns: str,
                    dst_labels: dict, protocol: str = "TCP", ip: str | None = None) -> bool:
     """Kubernetes semantics for egress: restricted if any Egress policy selects the pod; then
