@@ -122,3 +122,9 @@ class Connection:
             if value is not None:
                 lines.append(f"export {var}={shlex.quote(str(value))}")
         return "\n".join(lines) + "\n"
+
+
+def pod_ordinal(hostname: str | None = None) -> int:
+    """A StatefulSet pod's ordinal (kafka-2: 2), its broker's node id: the brokers' sidecars
+    take it from HOSTNAME."""
+    return int((hostname or os.environ["HOSTNAME"]).rsplit("-", 1)[1])

@@ -227,7 +227,7 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
 def main(argv: list[str] | None = None) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from .connection import Connection
+    from .connection import Connection, pod_ordinal
 
     ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roll_gate",
                                  description=__doc__.splitlines()[0])
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                          "$STATEFULSET; none: never read)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s roll-gate %(message)s")
-    broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
+    broker = a.broker if a.broker is not None else pod_ordinal()
     def connect() -> AdminClient:  # reads ca.crt as it is now
         return AdminClient(Connection.from_env().confluent())
 

@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import hashlib
 import logging
-import os
 import signal
 import socket
 import ssl
@@ -285,7 +284,7 @@ def _exit(*_: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from .connection import Connection
+    from .connection import Connection, pod_ordinal
 
     ap = argparse.ArgumentParser(prog="python -m hanzo_stream.tls_reload",
                                  description="Serve a renewed broker certificate without a restart.")
@@ -301,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     # the pod's whole grace period for this container (seen on the real cluster).
     signal.signal(signal.SIGTERM, _exit)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s tls-reload %(message)s")
-    broker = a.broker if a.broker is not None else int(os.environ["HOSTNAME"].rsplit("-", 1)[1])
+    broker = a.broker if a.broker is not None else pod_ordinal()
     conf = Connection.from_env().confluent()
     watch(a.tls_dir, a.keystore, a.properties, broker, lambda: AdminClient(conf), a.every, a.rounds)
     return 0

@@ -115,22 +115,26 @@ def _fresh(path: str, seconds: int) -> str:
     return (f'[ -f {path} ] && [ $(( $(date +%s) - $(stat -c %Y {path}) )) -lt {seconds} ]')
 
 
+def sidecar_admin_env(top: Topology) -> list[dict]:
+    """The brokers' Python sidecars log in as the admin and bootstrap from every pod's own
+    address: the client Service lists only Ready pods, and the roll gate decides readiness."""
+    return connection_env(top, ADMIN, bootstrap=",".join(f"{n.host}:{n.client_port}"
+                                                          for n in top.nodes))
+
+
 def roll_gate_container(s: StackSettings, top: Topology) -> dict:
     """The roll gate as a native sidecar (an init container that restarts Always): it starts
     before the broker and, unlike a regular container, keeps running until the broker has
     stopped, so the broker's preStop hook can wait for its verdict. Ready = this broker's
-    replicas are all in their ISR; see hanzo_stream/roll_gate.py. It logs in as the admin
-    and bootstraps from every pod's own address: the client Service lists only Ready pods,
-    and this container decides readiness. It alone in the pod has a service account token,
-    to read its StatefulSet (roll_gate_rbac): a set being deleted releases every held stop."""
-    everyone = ",".join(f"{n.host}:{n.client_port}" for n in top.nodes)
+    replicas are all in their ISR; see hanzo_stream/roll_gate.py. It alone in the pod has a
+    service account token, to read its StatefulSet (roll_gate_rbac): a set being deleted
+    releases every held stop."""
     return {
         "name": "roll-gate",
         "image": s.reconcilerImage,
         "restartPolicy": "Always",
         "command": ["python", "-m", "hanzo_stream.roll_gate", "--dir", GATE_DIR],
-        "env": [*connection_env(top, ADMIN, bootstrap=everyone),
-                {"name": "STATEFULSET", "value": top.statefulset}],
+        "env": [*sidecar_admin_env(top), {"name": "STATEFULSET", "value": top.statefulset}],
         "readinessProbe": {"exec": {"command": [
             "/bin/sh", "-c", _fresh(f"{GATE_DIR}/{IN_SYNC}", 30)]}, "periodSeconds": 5},
         "livenessProbe": {"exec": {"command": [
@@ -150,13 +154,12 @@ def tls_reload_container(s: StackSettings, top: Topology, paths: Paths = Paths()
     mounted TLS Secret changes (cert-manager, or `pulumi up` renewing the self-signed one), it
     checks the new pair, writes it over the broker's copy in the shared run directory and asks
     its broker to re-read its stores. A per-broker config change needs the admin."""
-    everyone = ",".join(f"{n.host}:{n.client_port}" for n in top.nodes)
     return {
         "name": "tls-reload",
         "image": s.reconcilerImage,
         "command": ["python", "-m", "hanzo_stream.tls_reload", "--tls-dir", paths.tls_dir,
                     "--keystore", paths.keystore, "--properties", paths.properties],
-        "env": connection_env(top, ADMIN, bootstrap=everyone),
+        "env": sidecar_admin_env(top),
         "resources": {"requests": {"cpu": "5m", "memory": "64Mi"},
                       "limits": {"cpu": "200m", "memory": "192Mi"}},
         "securityContext": RESTRICTED,
