@@ -63,6 +63,10 @@ VOTER_MARKER = "voter"  # written by the join sidecar once this pod is a voter: 
 # pod at binding, and the downward API hands the label to the container; an image or a
 # rendering cannot know it beforehand.
 RACK_ENV = "HANZO_BROKER_RACK"
+# "true" once the stack's first `pulumi up` has formed the controller quorum (infra/quorum.py's
+# ConfigMap, read when the container starts): from then on a blank volume never founds one.
+FORMED_ENV = "HANZO_QUORUM_FORMED"
+QUORUM_CONFIG_MAP, FORMED_KEY = "kafka-quorum", "formed"
 
 # JVM and image variables that apache/kafka's own entrypoint does not treat as properties.
 JVM_VARS = frozenset({"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_OPTS",
@@ -198,6 +202,8 @@ def container_env(flavor: Flavor, r: Rendered, heap_opts: str, jmx_opts: str,
         {"name": "KAFKA_HEAP_OPTS", "value": heap_opts},
         {"name": JMX_AGENT_ENV, "value": jmx_opts},
         {"name": "LOG_DIR", "value": "/tmp/kafka-logs"},
+        {"name": FORMED_ENV, "valueFrom": {"configMapKeyRef": {
+            "name": QUORUM_CONFIG_MAP, "key": FORMED_KEY, "optional": True}}},
     ]
     if r.rack_label:
         env.append({"name": RACK_ENV, "valueFrom": {"fieldRef": {
@@ -280,7 +286,13 @@ def rack_lines(label: str) -> list[str]:
 
 
 def format_volume(flavor: Flavor) -> list[str]:
+    """An empty volume is formatted as rendered for this pod at the stack's first `pulumi up`
+    only. Later it is a volume that was lost: founding again with the old seat (a founder's
+    `--initial-controllers`, or `--standalone`: a rival quorum of one) would put an empty log
+    in a voter seat, so it starts as an observer with a new directory id instead, and the join
+    sidecar replaces the old seat with it."""
     return [
+        f'if [ "${{{FORMED_ENV}:-}}" = true ]; then set -- --no-initial-controllers; fi',
         "# First start on an empty volume: join the dynamic quorum as rendered for this pod.",
         f'{flavor.kafka_home}/bin/kafka-storage.sh format --ignore-formatted --cluster-id '
         f'"${flavor.cluster_id_var}" --config "$conf" "$@"',
@@ -353,8 +365,10 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
     reads the directory id from meta.properties) plus the admin's client login. Kafka takes
     one voter change at a time and refuses the others ("timed out waiting for leader to
     handle previous add voter request"); every failure is retried after a fresh describe.
-    A voter with another directory id means this pod lost its volume: that needs a person
-    (remove-controller of the old directory), so the script only says so and stays unready.
+    A voter with this node id and another directory id is this pod's seat from a volume it
+    lost (only this pod runs this node id): once the new volume has caught up as an observer,
+    the script removes that seat (`remove-controller` of the old directory) and adds itself
+    on a later round, as KIP-853 prescribes for a lost disk.
     """
     def peers(i: int) -> str:  # the other pods' controller endpoints
         return ",".join(f"{n.host}:{n.controller_port}" for n in top.nodes if n.node_id != i)
@@ -397,14 +411,24 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
         "  if quorum describe --replication; then",
         '    state=$(awk -v id="$ordinal" -v dir="$dir" -v max="$max_lag" \'',
         '      $1 == id && ($NF == "Leader" || $NF == "Follower") {',
-        '        v = ($2 != dir) ? "stale " $2 : (($4 + 0 <= max + 0) ? "voter" : "behind " $4) }',
-        '      $1 == id && $NF == "Observer" { o = "observer " $4 }',
-        '      END { print (v != "" ? v : (o != "" ? o : "absent")) }\' "$work/out")',
+        '        if ($2 != dir) s = $2; else v = ($4 + 0 <= max + 0) ? "voter" : "behind " $4 }',
+        '      $1 == id && $NF == "Observer" { o = $4 }',
+        '      END { if (v != "") print v; else if (s != "") print "stale " s " " (o != "" ? o : "-");',
+        '            else print (o != "" ? "observer " o : "absent") }\' "$work/out")',
         '    case "$state" in',
         f'      voter) : > "$work/{VOTER_MARKER}"; log "node $ordinal (directory $dir) is a voter"; break ;;',
         '      behind*) log "node $ordinal is a voter ${state#behind } records behind: catching up" ;;',
-        '      stale*) log "node $ordinal is a voter with directory ${state#stale } but this volume is'
-        ' $dir: the pod lost its volume; see docs/runbooks/disaster-recovery-k8s.md" ;;',
+        '      stale*)',
+        '        set -- $state; old="$2"; lag="$3"',
+        '        if [ "$lag" -le "$max_lag" ] 2>/dev/null; then',
+        '          log "node $ordinal\'s seat holds directory $old, a volume this pod lost; this volume'
+        ' ($dir) has caught up: removing the old seat, then adding this one"',
+        '          if quorum remove-controller --controller-id "$ordinal" \\',
+        '              --controller-directory-id "$old"; then',
+        '            log "removed the seat of directory $old"',
+        '          else log "remove-controller refused, retrying: $(head -n 1 "$work/err")"; fi',
+        '        else log "node $ordinal\'s seat holds directory $old, a volume this pod lost; this'
+        ' volume ($dir) catches up first (lag $lag)"; fi ;;',
         "      observer*)",
         '        lag="${state#observer }"',
         '        if [ "$lag" -le "$max_lag" ] 2>/dev/null; then',

@@ -144,7 +144,7 @@ def main(root: Path = ROOT) -> None:
     script = founders.apply(lambda n: broker.entrypoint(flavor, top, render(n)))
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.priority_class(top), cluster.service_account(top), *cluster.services(top),
-             cluster.pdb(top),
+             cluster.pdb(top), quorum.formed_config_map(top, last),
              cluster.jmx_config_map(top, files.jmx),
              *(cluster.roll_gate_rbac(top) if cluster.gated(top) else [])]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())

@@ -15,7 +15,9 @@ from typing import Any
 
 import pulumi
 
+from .broker import FORMED_KEY, QUORUM_CONFIG_MAP
 from .settings import PROJECT, SettingsError, StackSettings
+from .topology import Topology, labels
 
 OUTPUT = "brokers"  # the stack output the next `pulumi up` compares with
 
@@ -42,3 +44,18 @@ def guard(s: StackSettings, last: pulumi.StackReference) -> pulumi.Output:
     """Resolves once `brokers` keeps every voter; raises QuorumShrinkRefused otherwise."""
     return last.get_output(OUTPUT).apply(
         lambda deployed: check(s.brokers, deployed, s.brokersRemovedByHand))
+
+
+def formed_config_map(top: Topology, last: pulumi.StackReference) -> dict:
+    """Whether the quorum exists, for the brokers' entrypoint (infra/broker.py format_volume):
+    "true" once a `pulumi up` of this stack has succeeded, which it does only when every broker
+    is ready, i.e. a voter. Then a blank volume is a lost one and must not found a quorum with
+    its old seat. A ConfigMap, not the pod template: it changes after the first up without
+    restarting a broker."""
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": QUORUM_CONFIG_MAP, "namespace": top.namespace,
+                     "labels": labels("broker", QUORUM_CONFIG_MAP)},
+        "data": {FORMED_KEY: last.get_output(OUTPUT).apply(
+            lambda deployed: "true" if deployed is not None else "false")},
+    }

@@ -34,6 +34,7 @@ from .kube import (
     change,
     checkout_with,
     in_node,
+    load,
     record,
     replication,
     restarts,
@@ -236,6 +237,69 @@ def test_an_override_and_a_new_image_tag_roll_each_broker_once(dev):
                      "--entity-name", "2")
     assert "log.cleaner.backoff.ms=16000" in env
     assert {p["spec"]["containers"][0]["image"] for p in dev.pods().values()} == {retagged}
+
+
+def quorum(dev, pod: str, *args: str) -> str:
+    """kafka-metadata-quorum asked through `pod`'s own controller endpoint, from kafka-1."""
+    conf = admin_properties(dev, "kafka-1")
+    ctl = f"{pod}.kafka-headless.{dev.namespace}.svc.cluster.local:{Node.controller_port}"
+    return dev.kubectl("exec", "kafka-1", "-c", "kafka", "--", f"{BIN}/kafka-metadata-quorum.sh",
+                       "--bootstrap-controller", ctl, "--command-config", conf, *args,
+                       timeout=600).stdout
+
+
+def voters(dev) -> dict[int, str]:
+    """node id -> directory id of every voter."""
+    rows = [line.split() for line in quorum(dev, "kafka-1", "describe", "--replication").splitlines()[1:]]
+    return {int(r[0]): r[1] for r in rows if r and r[-1] in ("Leader", "Follower")}
+
+
+def status(dev, pod: str) -> dict[str, str]:
+    """`describe --status` as `pod`'s controller answers it: LeaderId, CurrentVoters, ..."""
+    lines = quorum(dev, pod, "describe", "--status").splitlines()
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in lines if ":" in line)}
+
+
+def test_kafka_0_with_a_blank_volume_rejoins_and_founds_nothing(dev):
+    """docs/runbooks/disaster-recovery-k8s.md's lost volume, on the pod that founded the grown
+    stack's quorum alone (`--standalone`): formatting that way again would start a rival quorum
+    of one with an empty log. Under acks=all load its claim and pod are deleted; the new pod
+    formats with --no-initial-controllers (the quorum is formed), catches up as an observer,
+    and its join sidecar replaces its old seat with the new directory, by itself."""
+    before = voters(dev)
+    assert sorted(before) == [0, 1, 2], before
+    old_claim = dev.json("pvc", "data-kafka-0")["metadata"]["uid"]
+    t = time.monotonic()
+    with load(dev, "blank-volume-kafka-0", min_isr=2) as result:
+        dev.kubectl("delete", "pvc", "data-kafka-0", "--wait=false")
+        dev.kubectl("delete", "pod", "kafka-0", timeout=STOP_WAIT_SECONDS + 120)
+
+        def new_claim() -> bool:
+            claim = dev.json("pvc", "data-kafka-0")
+            return claim["metadata"]["uid"] != old_claim and claim["status"].get("phase") == "Bound"
+
+        try:  # the pod may have been made while the old claim was still going
+            wait_for(new_claim, 90, "a new claim data-kafka-0")
+        except AssertionError:
+            dev.kubectl("delete", "pod", "kafka-0", timeout=STOP_WAIT_SECONDS + 120)
+            wait_for(new_claim, 120, "a new claim data-kafka-0")
+        wait_for(lambda: brokers_ready(dev), 900, "kafka-0 a voter again and in sync")
+        took = round(time.monotonic() - t)
+        time.sleep(5)  # producers acknowledged after kafka-0 came back
+    after = voters(dev)
+    facts = {"seconds": took, "voters_before": before, "voters_after": after,
+             **{k: result[k] for k in ("sent", "acked", "failed", "acked_lost", "unreported",
+                                       "producer_errors", "under_min_isr_longest_s")}}
+    record("kafka-0 lost its volume", **facts)
+    assert result["acked"] > 0 and result["acked_lost"] == 0 and result["unreported"] == 0, facts
+    assert sorted(after) == [0, 1, 2] and after[0] != before[0], facts  # the new directory
+    assert {1: after[1], 2: after[2]} == {1: before[1], 2: before[2]}
+    # Asked through kafka-0's own endpoint: it follows the one quorum, not a quorum of its own.
+    mine, theirs = status(dev, "kafka-0"), status(dev, "kafka-1")
+    assert mine["LeaderId"] == theirs["LeaderId"], (mine, theirs)
+    assert all(d in mine["CurrentVoters"] for d in after.values()), mine
+    log = dev.kubectl("logs", "kafka-0", "-c", "join-quorum").stdout
+    assert f"removed the seat of directory {before[0]}" in log, log[-3000:]
 
 
 def test_a_larger_storage_size_grows_the_volumes_without_a_restart(dev):

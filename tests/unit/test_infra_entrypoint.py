@@ -78,6 +78,23 @@ def test_the_jmx_agent_reaches_the_broker_jvm_only(stack, sets, tmp_path):
     assert env_file(tmp_path / "storage-env")["KAFKA_OPTS"] == "-Dhanzo.test=1"
 
 
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_a_blank_volume_of_a_formed_quorum_never_founds_one(stack, tmp_path):
+    """After the stack's first `pulumi up` (kafka-quorum says formed) a blank volume is a
+    lost one: kafka-0 of dev must not format --standalone (a rival quorum of one), nor a prod
+    founder take its old seat with an empty log; both join as observers with a new
+    directory id (the join sidecar then replaces the old seat)."""
+    rendered = render(stack)
+    formed = {e["name"]: e for e in kafka_container(rendered)["env"]}[broker.FORMED_ENV]
+    assert formed["valueFrom"]["configMapKeyRef"] == {
+        "name": broker.QUORUM_CONFIG_MAP, "key": broker.FORMED_KEY, "optional": True}
+    for value, founding in (("true", False), ("false", True), ("", True)):
+        d = tmp_path / f"formed-{value or 'unset'}"
+        assert run_pod(rendered, 0, d, {broker.FORMED_ENV: value}).returncode == 0
+        args = (d / "storage-args").read_text().split()[6:]
+        assert (args != ["--no-initial-controllers"]) is founding, (value, args)
+
+
 def test_directory_ids_are_distinct_kafka_uuids():
     top = Topology("hanzo", "cluster.local", 3)
     ids = broker.initial_voters(top)

@@ -67,6 +67,17 @@ def test_the_founding_size_is_recorded_once_and_never_follows_brokers():
     assert out["outputs"]["initialControllers"]["value"] == 3
 
 
+def test_the_quorum_counts_as_formed_once_an_up_has_succeeded():
+    """The brokers' entrypoint reads it (test_infra_entrypoint): "true" from the second up on,
+    a ConfigMap and not the pod template, so it changes without restarting a broker."""
+    first = render("dev")
+    later = render("dev", (), (), (("last-deployment", json.dumps({"outputs": {"brokers": 1}})),))
+    assert obj(first, "ConfigMap", "kafka-quorum")["data"] == {"formed": "false"}
+    assert obj(later, "ConfigMap", "kafka-quorum")["data"] == {"formed": "true"}
+    template = [obj(r, "StatefulSet", "kafka")["spec"]["template"]["spec"] for r in (first, later)]
+    assert template[0]["containers"][0]["env"] == template[1]["containers"][0]["env"]
+
+
 def test_grown_stack_founder_stays_standalone_and_new_pods_join(tmp_path):
     out = grown()
     assert out["outputs"]["initialControllers"]["value"] == 1
@@ -150,7 +161,8 @@ REFUSED = "Request timed out waiting for leader to handle previous add voter req
 # Records each call and its command config; `describe --replication` prints quorum.<n> for
 # the n-th describe if it exists, else quorum ("unreachable": fails like a refused
 # connection); add-controller pops a reply ("refuse" or "ok") and, on ok, turns this node's
-# Observer row into a Follower, as the leader would after committing the new voter set.
+# Observer row into a Follower, as the leader would after committing the new voter set;
+# remove-controller drops the voter row of that node and directory.
 TOOL = f"REFUSED='{REFUSED}'\n" + r'''
 echo "$*" >> "$OUT/calls"
 cfg=""; prev=""
@@ -178,6 +190,15 @@ case "$*" in
     dir=$(sed -n 's/^directory.id=//p' "$OUT/data${logdir#/var/lib/kafka}/meta.properties")
     sed -i "s/^$id \(.*\) Observer$/$id \1 Follower/" "$OUT/quorum"
     echo "Added controller $id with directory id $dir and endpoints: CONTROLLER://kafka-$id:9095" ;;
+  *remove-controller*)
+    id=""; dir=""; prev=""
+    for a in "$@"; do
+      [ "$prev" = "--controller-id" ] && id="$a"; [ "$prev" = "--controller-directory-id" ] && dir="$a"
+      prev="$a"
+    done
+    grep -q "^$id $dir .* Follower$" "$OUT/quorum" || { echo "VOTER_NOT_FOUND: $id $dir" >&2; exit 1; }
+    sed -i "/^$id $dir .* Follower$/d" "$OUT/quorum"
+    echo "Removed KRaft controller $id with directory id $dir" ;;
   *) echo "unexpected: $*" >&2; exit 2 ;;
 esac
 '''
@@ -339,16 +360,45 @@ def test_waits_for_the_quorum_and_for_the_observer_to_catch_up(grown_out, tmp_pa
     assert pod.ready
 
 
-def test_a_voter_seat_held_by_a_lost_volume_is_left_to_a_person(grown_out, tmp_path):
-    """Node 1 is a voter with another directory id: this pod's volume was replaced. Adding
-    is impossible (Kafka: DUPLICATE_VOTER) and removing a voter is not the script's call."""
-    pod = Pod(tmp_path, 1, grown_out, "newDirBBBBBBBBBBBBBBBB")
+NEW_DIR = "newDirBBBBBBBBBBBBBBBB"
+
+
+def test_a_seat_held_by_a_lost_volume_is_replaced_once_the_new_one_caught_up(grown_out, tmp_path):
+    """Node 1 is a voter with another directory id: this pod's volume was replaced (only this
+    pod runs node id 1). Adding is impossible while the old seat stands (Kafka:
+    DUPLICATE_VOTER), so once the new volume has caught up as an observer the script removes
+    the old seat and adds itself, as KIP-853 prescribes for a lost disk."""
+    pod = Pod(tmp_path, 1, grown_out, NEW_DIR)
     pod.quorum(table((0, DIR[0], 0, "Leader"), (1, DIR[1], 0, "Follower"),
-                     (1, "newDirBBBBBBBBBBBBBBBB", 0, "Observer")))
-    proc, calls = pod.run(MAX_SLEEPS="3")
+                     (2, DIR[2], 0, "Follower"), (1, NEW_DIR, 4000, "Observer")), 1)
+    pod.quorum(table((0, DIR[0], 0, "Leader"), (1, DIR[1], 0, "Follower"),
+                     (2, DIR[2], 0, "Follower"), (1, NEW_DIR, 3, "Observer")))
+    (tmp_path / "add-replies").write_text("ok\n")
+    proc, calls = pod.run()
     assert proc.returncode == 0, proc.stderr
-    assert len(calls) == 3 and not adds(calls) and not pod.ready
-    assert f"voter with directory {DIR[1]} but this volume is newDirBBBBBBBBBBBBBBBB" in proc.stderr
+    kinds = [c.split("admin.properties ", 1)[1] for c in calls]
+    assert kinds == ["describe --replication",  # behind: nothing removed yet
+                     "describe --replication",
+                     f"remove-controller --controller-id 1 --controller-directory-id {DIR[1]}",
+                     "describe --replication", "add-controller", "describe --replication"]
+    assert "this volume (newDirBBBBBBBBBBBBBBBB) catches up first (lag 4000)" in proc.stderr
+    assert f"removed the seat of directory {DIR[1]}" in proc.stderr
+    assert pod.ready
+    voters = [r.split()[:2] for r in (tmp_path / "quorum").read_text().splitlines()[1:]
+              if r.endswith(("Leader", "Follower"))]
+    assert voters == [["0", DIR[0]], ["2", DIR[2]], ["1", NEW_DIR]]
+
+
+def test_a_seat_of_another_node_is_never_removed(grown_out, tmp_path):
+    """Only the pod's own node id is its to replace: a stale-looking row of another node is
+    that node's business (it may be restarting)."""
+    pod = Pod(tmp_path, 1, grown_out, DIR[1])
+    pod.quorum(table((0, DIR[0], 0, "Leader"), (2, "otherDirCCCCCCCCCCCCCC", 0, "Follower"),
+                     (2, DIR[2], 0, "Observer"), (1, DIR[1], 0, "Observer")))
+    (tmp_path / "add-replies").write_text("ok\n")
+    proc, calls = pod.run()
+    assert proc.returncode == 0 and pod.ready, proc.stderr
+    assert not [c for c in calls if "remove-controller" in c]
 
 
 def test_waits_for_the_broker_to_format_its_volume(grown_out, tmp_path):
