@@ -214,7 +214,7 @@ def test_a_ca_rollover_restarts_no_broker(dev):
     assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
     assert facts["planned"].get("kafka-ca") == "delete", facts["planned"]
     (new_ca,) = x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())
-    assert new_ca.subject.rfc4514_string().startswith("CN=Hanzo Stream Kafka CA 2")
+    assert "CN=Hanzo Stream Kafka CA 2" in new_ca.subject.rfc4514_string()
     wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
              "every broker reloaded the one-CA bundle")
     assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
