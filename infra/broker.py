@@ -64,7 +64,8 @@ VOTER_MARKER = "voter"  # written by the join sidecar once this pod is a voter: 
 # rendering cannot know it beforehand.
 RACK_ENV = "HANZO_BROKER_RACK"
 # "true" once the stack's first `pulumi up` has formed the controller quorum (infra/quorum.py's
-# ConfigMap, read when the container starts): from then on a blank volume never founds one.
+# ConfigMap, created after the brokers are ready; read when the container starts): from then
+# on a blank volume never founds one.
 FORMED_ENV = "HANZO_QUORUM_FORMED"
 QUORUM_CONFIG_MAP, FORMED_KEY = "kafka-quorum", "formed"
 

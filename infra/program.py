@@ -144,7 +144,7 @@ def main(root: Path = ROOT) -> None:
     script = founders.apply(lambda n: broker.entrypoint(flavor, top, render(n)))
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.priority_class(top), cluster.service_account(top), *cluster.services(top),
-             cluster.pdb(top), quorum.formed_config_map(top, last),
+             cluster.pdb(top),
              cluster.jmx_config_map(top, files.jmx),
              *(cluster.roll_gate_rbac(top) if cluster.gated(top) else [])]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
@@ -219,6 +219,7 @@ def main(root: Path = ROOT) -> None:
                                              pulumi.ResourceOptions(retain_on_delete=True))
     for m in storage.patches(s, top):
         k8s.patch(m, keep_size)
+    k8s.apply(quorum.formed_config_map(top), after(brokers))  # from now on, blank volumes join
     after_brokers = after(brokers, *secret_res)
     applied = [k8s.apply(m, after_brokers) for m in apply_job]
     for m in extras:

@@ -46,16 +46,15 @@ def guard(s: StackSettings, last: pulumi.StackReference) -> pulumi.Output:
         lambda deployed: check(s.brokers, deployed, s.brokersRemovedByHand))
 
 
-def formed_config_map(top: Topology, last: pulumi.StackReference) -> dict:
-    """Whether the quorum exists, for the brokers' entrypoint (infra/broker.py format_volume):
-    "true" once a `pulumi up` of this stack has succeeded, which it does only when every broker
-    is ready, i.e. a voter. Then a blank volume is a lost one and must not found a quorum with
-    its old seat. A ConfigMap, not the pod template: it changes after the first up without
-    restarting a broker."""
+def formed_config_map(top: Topology) -> dict:
+    """That the quorum exists, for the brokers' entrypoint (infra/broker.py format_volume).
+    The program creates it only after the StatefulSet is ready, i.e. every broker is a voter:
+    while it is missing (a stack's first `up`) a blank volume founds the quorum as rendered;
+    once it exists a blank volume is a lost one and joins. Its content never changes, so no
+    later `up` touches it, and a ConfigMap is outside the pod template: nothing restarts."""
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": QUORUM_CONFIG_MAP, "namespace": top.namespace,
                      "labels": labels("broker", QUORUM_CONFIG_MAP)},
-        "data": {FORMED_KEY: last.get_output(OUTPUT).apply(
-            lambda deployed: "true" if deployed is not None else "false")},
+        "data": {FORMED_KEY: "true"},
     }
