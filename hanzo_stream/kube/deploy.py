@@ -168,7 +168,11 @@ class Deployer:
         return {
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "PULUMI_HOME": str(self.home / "home"),
-            "PULUMI_BACKEND_URL": backend.as_uri(),
+            # No `.attrs` sidecar per state file: fileblob rewrites it in place (truncate, then
+            # write), and the program's StackReference to its own stack, read while the engine
+            # saved a checkpoint, once failed the first `up` with "failed to load checkpoint:
+            # EOF". The state files themselves are replaced atomically (temp file + rename).
+            "PULUMI_BACKEND_URL": backend.as_uri() + "?metadata=skip",
             "PULUMI_CONFIG_PASSPHRASE": self._passphrase(),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",

@@ -64,6 +64,10 @@ def test_pulumi_up_started_the_broker_and_the_reconciler_applied_the_registry(de
 def test_preview_right_after_up_plans_no_changes(dev):
     plan = dev.preview()
     assert plan.changes == 0, plan.steps
+    # The state backend keeps no `.attrs` sidecars: fileblob rewrites them in place, and one
+    # read half-written by the program's StackReference failed a first `up` (deploy.py).
+    backend = dev.deployer.home / "backend"
+    assert list(backend.rglob("*.json")) and not list(backend.rglob("*.attrs"))
 
 
 def test_clients_produce_and_consume_through_the_service_with_the_stacks_ca(dev):
