@@ -259,7 +259,7 @@ def entrypoint(flavor: Flavor, top: Topology, r: Rendered, paths: Paths = Paths(
         f'printf \'%s\\n\' "${JAAS_ENV}" >> "$conf"',
         f"unset {JAAS_ENV}",
         *rack_lines(r.rack_label),
-        *(adopt_volume(flavor, paths) if r.switch else format_volume(flavor)),
+        *(adopt_volume(flavor, paths) if r.switch else format_volume(flavor, top.brokers > 1)),
         "# The JMX agent goes to the broker's JVM only: in the container's KAFKA_OPTS, every Kafka tool",
         "# run in the container would load it too and fail to bind its port.",
         *supervised(f'KAFKA_OPTS="${{{JMX_AGENT_ENV}:-}}${{KAFKA_OPTS:+ $KAFKA_OPTS}}" '
@@ -286,14 +286,16 @@ def rack_lines(label: str) -> list[str]:
     ]
 
 
-def format_volume(flavor: Flavor) -> list[str]:
+def format_volume(flavor: Flavor, peers: bool = True) -> list[str]:
     """An empty volume is formatted as rendered for this pod at the stack's first `pulumi up`
     only. Later it is a volume that was lost: founding again with the old seat (a founder's
     `--initial-controllers`, or `--standalone`: a rival quorum of one) would put an empty log
     in a voter seat, so it starts as an observer with a new directory id instead, and the join
-    sidecar replaces the old seat with it."""
+    sidecar replaces the old seat with it. Without `peers` (one broker) there is no quorum
+    left to join: the lost volume held all of it, and the broker founds a new, empty one."""
+    joins = [f'if [ "${{{FORMED_ENV}:-}}" = true ]; then set -- --no-initial-controllers; fi']
     return [
-        f'if [ "${{{FORMED_ENV}:-}}" = true ]; then set -- --no-initial-controllers; fi',
+        *(joins if peers else []),
         "# First start on an empty volume: join the dynamic quorum as rendered for this pod.",
         f'{flavor.kafka_home}/bin/kafka-storage.sh format --ignore-formatted --cluster-id '
         f'"${flavor.cluster_id_var}" --config "$conf" "$@"',

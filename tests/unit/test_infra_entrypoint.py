@@ -78,13 +78,15 @@ def test_the_jmx_agent_reaches_the_broker_jvm_only(stack, sets, tmp_path):
     assert env_file(tmp_path / "storage-env")["KAFKA_OPTS"] == "-Dhanzo.test=1"
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_a_blank_volume_of_a_formed_quorum_never_founds_one(stack, tmp_path):
+@pytest.mark.parametrize(("stack", "sets"), [("dev", (("brokers", "3"),)), ("prod", ())],
+                         ids=["grown-dev", "prod"])
+def test_a_blank_volume_of_a_formed_quorum_never_founds_one(stack, sets, tmp_path):
     """After the stack's first `pulumi up` (kafka-quorum says formed) a blank volume is a
-    lost one: kafka-0 of dev must not format --standalone (a rival quorum of one), nor a prod
-    founder take its old seat with an empty log; both join as observers with a new
-    directory id (the join sidecar then replaces the old seat)."""
-    rendered = render(stack)
+    lost one: kafka-0 of a grown dev stack must not format --standalone (a rival quorum of
+    one), nor a prod founder take its old seat with an empty log; both join as observers
+    with a new directory id (the join sidecar then replaces the old seat)."""
+    rendered = render(stack, sets, (), (("kafka-initial-controllers", '{"result": 1}'),)
+                      if stack == "dev" else ())
     formed = {e["name"]: e for e in kafka_container(rendered)["env"]}[broker.FORMED_ENV]
     assert formed["valueFrom"]["configMapKeyRef"] == {
         "name": broker.QUORUM_CONFIG_MAP, "key": broker.FORMED_KEY, "optional": True}
@@ -93,6 +95,14 @@ def test_a_blank_volume_of_a_formed_quorum_never_founds_one(stack, tmp_path):
         assert run_pod(rendered, 0, d, {broker.FORMED_ENV: value}).returncode == 0
         args = (d / "storage-args").read_text().split()[6:]
         assert (args != ["--no-initial-controllers"]) is founding, (value, args)
+
+
+def test_a_single_broker_with_a_blank_volume_founds_a_new_quorum(tmp_path):
+    """One broker: the lost volume held the whole quorum, there is nothing to join (an
+    observer would wait for a leader forever), so it formats --standalone again: an empty
+    cluster under the same id, as the disaster-recovery runbook says."""
+    assert run_pod(render("dev"), 0, tmp_path, {broker.FORMED_ENV: "true"}).returncode == 0
+    assert (tmp_path / "storage-args").read_text().split()[6:] == ["--standalone"]
 
 
 def test_directory_ids_are_distinct_kafka_uuids():
