@@ -269,6 +269,7 @@ def test_kafka_0_with_a_blank_volume_rejoins_and_founds_nothing(dev):
     before = voters(dev)
     assert sorted(before) == [0, 1, 2], before
     old_claim = dev.json("pvc", "data-kafka-0")["metadata"]["uid"]
+    old_pod = dev.pods()["kafka-0"]["metadata"]["uid"]
     t = time.monotonic()
     with load(dev, "blank-volume-kafka-0", min_isr=2) as result:
         dev.kubectl("delete", "pvc", "data-kafka-0", "--wait=false")
@@ -283,7 +284,13 @@ def test_kafka_0_with_a_blank_volume_rejoins_and_founds_nothing(dev):
         except AssertionError:
             dev.kubectl("delete", "pod", "kafka-0", timeout=STOP_WAIT_SECONDS + 120)
             wait_for(new_claim, 120, "a new claim data-kafka-0")
-        wait_for(lambda: brokers_ready(dev), 900, "kafka-0 a voter again and in sync")
+        def back() -> bool:  # the new pod itself ready, not a StatefulSet status not yet updated
+            pod = dev.pods().get("kafka-0", {})
+            ready = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
+            return (pod.get("metadata", {}).get("uid") not in (None, old_pod)
+                    and ready.get("Ready") == "True" and brokers_ready(dev))
+
+        wait_for(back, 900, "kafka-0 a voter again and in sync")
         took = round(time.monotonic() - t)
         time.sleep(5)  # producers acknowledged after kafka-0 came back
     after = voters(dev)
