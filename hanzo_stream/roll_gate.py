@@ -33,18 +33,17 @@ older than a few intervals means the gate is not answering, and the probes read 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
-import ssl
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from . import in_cluster
+from .in_cluster import SA_DIR
 
 log = logging.getLogger("hanzo_stream.roll_gate")
 IN_SYNC, SAFE, ALIVE = "in-sync", "safe-to-stop", "alive"  # the files the probes read
@@ -126,34 +125,14 @@ def being_deleted(statefulset: dict | None) -> bool:
     return statefulset is None or bool(statefulset["metadata"].get("deletionTimestamp"))
 
 
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")  # the projected token's mount
-
-
 def statefulset_reader(name: str, sa_dir: Path = SA_DIR,
                        environ: Mapping[str, str] = os.environ) -> Callable[[], dict | None] | None:
-    """GET this pod's StatefulSet with the pod's service account token (None: 404); None
-    when the pod has no token (a stack without the gate's Role). The token is re-read on each
-    call: the kubelet rotates it."""
-    if not (sa_dir / "token").exists():
+    """GET this pod's StatefulSet with the pod's service account (None: 404); None when the
+    pod has no token (a stack without the gate's Role)."""
+    kube = in_cluster.api(sa_dir, environ)
+    if kube is None:
         return None
-    namespace = (sa_dir / "namespace").read_text().strip()
-    host, port = environ["KUBERNETES_SERVICE_HOST"], environ.get("KUBERNETES_SERVICE_PORT", "443")
-    host = f"[{host}]" if ":" in host else host
-    url = f"https://{host}:{port}/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}"
-    tls = ssl.create_default_context(cafile=str(sa_dir / "ca.crt"))
-
-    def read() -> dict | None:
-        req = urllib.request.Request(url, headers={
-            "Authorization": f"Bearer {(sa_dir / 'token').read_text().strip()}",
-            "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=5, context=tls) as r:
-                return json.load(r)
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                return None
-            raise
-    return read
+    return lambda: kube.get("apis/apps/v1/statefulsets", name)
 
 
 def _write(path: Path, on: bool, text: str) -> None:

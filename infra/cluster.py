@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hanzo_stream.broker_config import Replication
-from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SA_DIR, SAFE
+from hanzo_stream.in_cluster import SA_DIR
+from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SAFE
 
-from . import broker, security_context
+from . import broker, roller, security_context
 from .broker import Flavor, Paths, Rendered
 from .credentials import ADMIN, user_secret
 from .reconciler import connection_env
@@ -316,7 +317,7 @@ def statefulset(s: StackSettings, top: Topology, flavor: Flavor, r: Rendered, jm
             "serviceName": top.headless,
             "replicas": top.brokers,
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": roller.strategy(gated(top)),
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain",
                                                      "whenScaled": "Retain"},
             "selector": {"matchLabels": sel},

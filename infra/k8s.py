@@ -69,15 +69,17 @@ def _body(obj: dict[str, Any]) -> dict[str, Any]:
     return {_snake(k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
 
 
-def apply(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.Resource:
+def apply(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None,
+          name: str | None = None) -> pulumi.Resource:
+    """`name`: the logical name, for an object whose own name is computed (a change of it
+    then replaces the object)."""
     key = (obj["apiVersion"], obj["kind"])
-    body = _body(obj)
+    body, name = _body(obj), name or resource_name(obj)
     if key in _TYPED:
-        return _TYPED[key](resource_name(obj), opts=opts, **body)
+        return _TYPED[key](name, opts=opts, **body)
     if key in CUSTOM:
         return k8s.apiextensions.CustomResource(
-            resource_name(obj), api_version=obj["apiVersion"], kind=obj["kind"], opts=opts,
-            **body)
+            name, api_version=obj["apiVersion"], kind=obj["kind"], opts=opts, **body)
     raise ValueError(f"no resource class for {key}; add it to infra/k8s.py")
 
 

@@ -27,6 +27,7 @@ from . import (
     policy,
     quorum,
     reconciler,
+    roller,
     schema_registry,
     spark,
     storage,
@@ -148,6 +149,7 @@ def main(root: Path = ROOT) -> None:
              cluster.jmx_config_map(top, files.jmx),
              *(cluster.roll_gate_rbac(top) if cluster.gated(top) else [])]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
+    roll_job = roller.job(s, top, roller.template_digest(sts["spec"]["template"]))
     extras = []
     if s.schemaRegistry:
         extras += schema_registry.manifests(s, top)
@@ -184,7 +186,8 @@ def main(root: Path = ROOT) -> None:
         kube_api=api_server_egress() if cluster.gated(top) else None)
 
     tls.restart_on_new_trust([*extras, *spark_apps, *consumers], certs.ca_cert_pem)
-    everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers]
+    everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers,
+                  *([roll_job, *roller.rbac(top)] if cluster.gated(top) else [])]
     violations = policy.check([policy.plainify(m) for m in everything],
                               s.environment, s.requireDigests)
     if violations:
@@ -206,12 +209,17 @@ def main(root: Path = ROOT) -> None:
     kafka_res = [k8s.apply(m, in_ns) for m in kafka]
     # A roll restarts one broker at a time and waits for it to be back in sync (the roll
     # gate): the provider's default 10 minutes for the whole rollout is too short for 3+.
-    rollout = f"{10 + 10 * top.brokers}m"
+    rollout = pulumi.CustomTimeouts(create=f"{roller.minutes(top)}m",
+                                    update=f"{roller.minutes(top)}m")
     brokers = k8s.apply(sts, pulumi.ResourceOptions.merge(
         after(*ns, *secret_res, *kafka_res),
         pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET,
-                               custom_timeouts=pulumi.CustomTimeouts(create=rollout,
-                                                                     update=rollout))))
+                               custom_timeouts=rollout)))
+    if cluster.gated(top):  # OnDelete: the roller restarts the out-of-date brokers
+        roller_rbac = [k8s.apply(m, in_ns) for m in roller.rbac(top)]
+        k8s.apply(roll_job, pulumi.ResourceOptions.merge(
+            after(brokers, *roller_rbac), pulumi.ResourceOptions(custom_timeouts=rollout)),
+            name=f"job-{top.statefulset}-roll")
     # The claims exist once the StatefulSet is ready. `destroy` leaves each patch's size on
     # its claim, which the namespace keeps: a patch managing the required storage request
     # cannot be deleted (pulumi destroy failed on it on the real cluster).

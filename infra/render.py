@@ -126,6 +126,7 @@ def render(stack: str, extra: dict[str, str] | None = None,
             options[request.name] = {"protect": bool(request.protect),
                                      "retain_on_delete": bool(request.retainOnDelete),
                                      "ignore_changes": sorted(request.ignoreChanges),
+                                     "create_timeout": request.customTimeouts.create or None,
                                      "update_timeout": request.customTimeouts.update or None,
                                      "secret_outputs": sorted(request.additionalSecretOutputs),
                                      "dependencies": sorted(u.split("::")[-1]

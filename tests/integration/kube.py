@@ -181,12 +181,12 @@ def record(change: str, **facts: Any) -> None:
 
 
 def brokers_ready(stack: Stack, n: int | None = None) -> bool:
-    """All brokers (n, or the StatefulSet's replicas) ready on its current revision: a roll
-    has finished."""
+    """All brokers (n, or the StatefulSet's replicas) ready on its update revision: a roll
+    has finished. (Not currentRevision: an OnDelete StatefulSet never advances it.)"""
     sts = stack.json("statefulset", "kafka")
     st, n = sts["status"], n or sts["spec"]["replicas"]
-    return st.get("readyReplicas") == n and st.get("updatedReplicas") == n \
-        and st.get("currentRevision") == st.get("updateRevision")
+    return st.get("observedGeneration") == sts["metadata"]["generation"] \
+        and st.get("readyReplicas") == n and st.get("updatedReplicas") == n
 
 
 def checkout_with(tmp: Path, edit: Callable[[dict], None]) -> Path:

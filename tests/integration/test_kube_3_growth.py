@@ -231,8 +231,18 @@ def test_an_override_and_a_new_image_tag_roll_each_broker_once(dev):
     retagged = f"{image.rsplit(':', 1)[0]}:retagged-{int(time.time())}"
     subprocess.run([*dev.node.ctr(), "images", "tag", image, retagged], check=True,
                    capture_output=True, timeout=120)
+    before = status(dev, "kafka-1")
     rolled_safely(change(dev, "override and image tag", image=retagged,
                          brokerConfigOverrides={"log.cleaner.backoff.ms": "16000"}))
+    # The roller (hanzo_stream/roller.py) restarted the active controller last: one election.
+    pods = dev.pods()
+    order = sorted(pods, key=lambda p: pods[p]["metadata"]["creationTimestamp"])
+    roll_log = dev.kubectl("logs", "-l", "app.kubernetes.io/component=roller",
+                           "--tail=-1").stdout
+    record("override and image tag: order", leader_before=before["LeaderId"], order=order,
+           epochs=int(status(dev, "kafka-1")["LeaderEpoch"]) - int(before["LeaderEpoch"]),
+           roller=[ln.split("roller ", 1)[-1] for ln in roll_log.splitlines() if "restarting" in ln])
+    assert order[-1] == f"kafka-{before['LeaderId']}", (order, before, roll_log)
     env = kafka_tool(dev, "kafka-configs.sh", "--describe", "--all", "--entity-type", "brokers",
                      "--entity-name", "2")
     assert "log.cleaner.backoff.ms=16000" in env

@@ -23,6 +23,7 @@ from .infra_helpers import (
     manifests,
     obj,
     of_kind,
+    registered,
     render,
     resource,
     secret_data,
@@ -228,7 +229,8 @@ def test_image_default_is_the_official_image_of_the_pinned_release(out):
 
 
 def test_reconciler_job_runs_apply_with_registry_after_brokers(out):
-    (job,) = of_kind(out, "Job")
+    (job,) = [j for j in of_kind(out, "Job")
+              if j["metadata"]["name"].startswith("hanzo-stream-apply-")]
     from infra.reconciler import content_hash
 
     digest = content_hash((ROOT / "topics.yaml").read_text(), settings_of(out["stack"]))
@@ -426,7 +428,7 @@ def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
 def test_only_the_roll_gate_holds_a_token_and_it_may_only_read_its_statefulset():
     """A deleted StatefulSet releases every held stop (hanzo_stream/roll_gate.py): the gate
     reads that one object. The broker and the quorum sidecar get no token at all."""
-    from hanzo_stream.roll_gate import SA_DIR
+    from hanzo_stream.in_cluster import SA_DIR
     from infra.cluster import KUBE_API_VOLUME
 
     out = render("prod")
@@ -445,3 +447,47 @@ def test_only_the_roll_gate_holds_a_token_and_it_may_only_read_its_statefulset()
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": spec["serviceAccountName"],
                                     "namespace": "hanzo"}]
     assert binding["roleRef"]["name"] == "kafka-roll-gate"
+
+
+def roll_jobs(rendered: dict) -> list[dict]:
+    return [r for r in registered(rendered) if r["name"] == "job-kafka-roll"]
+
+
+def test_three_brokers_roll_through_the_roller_one_broker_through_the_statefulset():
+    """The roller (hanzo_stream/roller.py) restarts the brokers of a 3+ broker stack, the
+    active controller last: their StatefulSet is OnDelete, and the roll Job waits for it,
+    as long as the rollout may take. One broker has no order to choose."""
+    prod, dev = render("prod"), render("dev")
+    assert obj(prod, "StatefulSet", "kafka")["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert obj(dev, "StatefulSet", "kafka")["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+    assert roll_jobs(dev) == [] and not [m for m in manifests(dev)
+                                         if m["metadata"]["name"] == "kafka-roller"]
+    (job,) = roll_jobs(prod)
+    assert "statefulset-kafka" in job["dependencies"] and "role-kafka-roller" in job["dependencies"]
+    assert job["create_timeout"] == "40m"
+    spec = job["inputs"]["spec"]
+    assert spec["activeDeadlineSeconds"] == 40 * 60
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "kafka-roller" and pod["automountServiceAccountToken"]
+    (c,) = pod["containers"]
+    assert c["command"][:3] == ["python", "-m", "hanzo_stream.roller"]
+    assert env_map(c)["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    (role,) = [r for r in of_kind(prod, "Role") if r["metadata"]["name"] == "kafka-roller"]
+    assert role["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": ["kafka"],
+         "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"],
+         "resourceNames": ["kafka-0", "kafka-1", "kafka-2"], "verbs": ["get", "delete"]}]
+
+
+def test_a_new_pod_template_makes_a_new_roll_job_and_nothing_else_does():
+    """The Job's name is the template's digest: a change that restarts brokers plans a new
+    Job (the old one is deleted), one that does not plans none."""
+    def name(*sets: tuple[str, str]) -> str:
+        (job,) = roll_jobs(render("prod", sets))
+        return job["inputs"]["metadata"]["name"]
+    base = name()
+    assert re.fullmatch(r"kafka-roll-[0-9a-f]{10}", base)
+    assert name() == base
+    assert name(("clientNamespaces", '["hanzo", "billing"]')) == base  # no template change
+    assert name(("brokerConfigOverrides", '{"log.cleaner.backoff.ms": "16000"}')) != base

@@ -1,0 +1,189 @@
+"""The roller: restart the brokers whose pods are out of date, one at a time, the active
+controller last.
+
+A StatefulSet's RollingUpdate restarts pods in a fixed order (the highest ordinal first).
+When the active controller is not the last of them, a roll of three brokers elects a leader
+two or three times: each restart of the current leader moves leadership, possibly to a pod
+that is still to be restarted. Strimzi's KafkaRoller restarts the active controller last so
+a roll costs one election. So a 3+ broker stack's StatefulSet is `OnDelete` and a Job runs
+this after every `pulumi up` that changes the pod template (infra/roller.py). Each step:
+
+- wait until the StatefulSet controller has seen the new template, and every pod exists and
+  is Ready. Ready means the roll gate's verdict: this broker's replicas are all in their ISR
+  (hanzo_stream/roll_gate.py), so a restarted broker counts as back only once caught up;
+- pick the next out-of-date pod, highest ordinal first, the active controller (asked of the
+  quorum just before each pick, since it moves) last;
+- delete it, only that very pod (a uid precondition). Its preStop hook holds the broker until
+  the gate says no partition would fall under min ISR without it.
+
+`pulumi up` waits for the Job, so it ends when the roll has ended, and fails if it fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+log = logging.getLogger("hanzo_stream.roller")
+STATEFULSETS, PODS = "apis/apps/v1/statefulsets", "api/v1/pods"
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    ordinal: int
+    uid: str
+    revision: str  # the controller-revision-hash label: the template it was made from
+    ready: bool
+    terminating: bool
+
+    @classmethod
+    def of(cls, obj: Mapping) -> Pod:
+        meta = obj["metadata"]
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in obj.get("status", {}).get("conditions", []))
+        return cls(meta["name"], int(meta["name"].rsplit("-", 1)[1]), meta["uid"],
+                   meta.get("labels", {}).get("controller-revision-hash", ""), ready,
+                   bool(meta.get("deletionTimestamp")))
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do now: restart `pod`, or wait (`waiting` says for what); neither: done."""
+    pod: Pod | None = None
+    waiting: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.pod is None and not self.waiting
+
+
+def outdated(pods: Mapping[str, Pod | None], target: str) -> list[Pod]:
+    return [p for p in pods.values() if p is not None and p.revision != target]
+
+
+def next_step(pods: Mapping[str, Pod | None], target: str, leader: int | None,
+              settle: bool = False) -> Step:
+    """The next pod to restart. `pods`: every pod the StatefulSet should have, by name (None:
+    not there now); `target`: the StatefulSet's update revision; `leader`: the active
+    controller's node id (None: unknown, then the order is by ordinal alone); `settle`: a
+    roll has restarted pods, so it ends only when every pod is back and Ready."""
+    stale = outdated(pods, target)
+    missing = [name for name, p in sorted(pods.items()) if p is None]
+    busy = sorted(p.name for p in pods.values() if p is not None and (p.terminating or not p.ready))
+    if not stale and not (settle and (missing or busy)):
+        return Step()
+    if missing:
+        return Step(waiting=f"{', '.join(missing)} to be created")
+    if busy:
+        return Step(waiting=f"{', '.join(busy)} to be Ready (in sync)")
+    return Step(min(stale, key=lambda p: (p.ordinal == leader, -p.ordinal)))
+
+
+@dataclass
+class Cluster:
+    """What the roll reads and does, as functions: the Kubernetes API and the quorum."""
+    statefulset: Callable[[], dict | None]
+    pod: Callable[[str], dict | None]
+    delete: Callable[[str, str], object]
+    leader: Callable[[], int | None]
+
+
+def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 3600.0,
+         clock: Callable[[], float] = time.monotonic,
+         sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    """Restart every out-of-date pod of StatefulSet `name`; the pods restarted, in order."""
+    restarted: list[str] = []
+    said, deadline = "", clock() + timeout
+    while True:
+        sts = cluster.statefulset()
+        if sts is None:
+            raise RuntimeError(f"StatefulSet {name} not found: nothing to roll")
+        status, spec = sts.get("status", {}), sts["spec"]
+        if status.get("observedGeneration", 0) < sts["metadata"]["generation"]:
+            step = Step(waiting="the StatefulSet controller to see the new template")
+        else:
+            pods = {f"{name}-{i}": cluster.pod(f"{name}-{i}") for i in range(spec["replicas"])}
+            seen = {n: Pod.of(p) if p else None for n, p in pods.items()}
+            target = status["updateRevision"]
+            step = next_step(seen, target, None, settle=bool(restarted))
+            if step.pod is not None:  # the leader is asked only when a pod is about to go
+                step = next_step(seen, target, cluster.leader(), settle=bool(restarted))
+        if step.done:
+            return restarted
+        if step.pod is not None:
+            log.info("restarting %s (%d of the pods still on the old template)", step.pod.name,
+                     len(outdated(seen, target)))
+            cluster.delete(step.pod.name, step.pod.uid)
+            restarted.append(step.pod.name)
+            said = ""
+            continue
+        if step.waiting != said:
+            log.info("waiting for %s", step.waiting)
+            said = step.waiting
+        if clock() > deadline:
+            raise TimeoutError(f"the roll of {name} did not finish in {timeout:.0f} s: still "
+                               f"waiting for {step.waiting}")
+        sleep(interval)
+
+
+def quorum_leader(connect: Callable[[], object]) -> Callable[[], int | None]:
+    """The active controller's node id, from DescribeQuorum (kafka-python: confluent-kafka
+    does not have it); None, with a warning, when the quorum cannot be asked: the roll goes on
+    in ordinal order rather than stop."""
+    def leader() -> int | None:
+        for attempt in range(3):
+            client = None
+            try:
+                client = connect()
+                answer = client.describe_metadata_quorum()["topics"][0]["partitions"][0]
+                log.info("the active controller is node %s (epoch %s)", answer["leader_id"],
+                         answer["leader_epoch"])
+                return int(answer["leader_id"])
+            except Exception as e:
+                log.warning("cannot ask the quorum for its leader (try %d of 3): %s", attempt + 1, e)
+                time.sleep(2)
+            finally:
+                if client is not None:
+                    client.close()
+        return None
+    return leader
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import in_cluster
+    from .connection import Connection
+
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roller",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--statefulset", default=os.environ.get("STATEFULSET", "kafka"))
+    ap.add_argument("--interval", type=float, default=5.0)
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s roller %(message)s")
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+    kube = in_cluster.api()
+    if kube is None:
+        raise SystemExit("no service account token: the roller cannot reach the Kubernetes API")
+
+    def connect() -> object:
+        from kafka.admin import KafkaAdminClient
+        return KafkaAdminClient(client_id="hanzo-stream-roller",
+                                **Connection.from_env().kafka_python())
+
+    cluster = Cluster(
+        statefulset=lambda: kube.get(STATEFULSETS, a.statefulset),
+        pod=lambda pod: kube.get(PODS, pod),
+        delete=lambda pod, uid: kube.delete(PODS, pod, uid),
+        leader=quorum_leader(connect))
+    restarted = roll(cluster, a.statefulset, a.interval, a.timeout)
+    log.info("done: %s", f"restarted {', '.join(restarted)}" if restarted else "nothing to restart")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
