@@ -215,11 +215,6 @@ def main(root: Path = ROOT) -> None:
         after(*ns, *secret_res, *kafka_res),
         pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET,
                                custom_timeouts=rollout)))
-    if cluster.gated(top):  # OnDelete: the roller restarts the out-of-date brokers
-        roller_rbac = [k8s.apply(m, in_ns) for m in roller.rbac(top)]
-        k8s.apply(roll_job, pulumi.ResourceOptions.merge(
-            after(brokers, *roller_rbac), pulumi.ResourceOptions(custom_timeouts=rollout)),
-            name=f"job-{top.statefulset}-roll")
     # The claims exist once the StatefulSet is ready. `destroy` leaves each patch's size on
     # its claim, which the namespace keeps: a patch managing the required storage request
     # cannot be deleted (pulumi destroy failed on it on the real cluster).
@@ -230,6 +225,13 @@ def main(root: Path = ROOT) -> None:
     k8s.apply(quorum.formed_config_map(top), after(brokers))  # from now on, blank volumes join
     after_brokers = after(brokers, *secret_res)
     applied = [k8s.apply(m, after_brokers) for m in apply_job]
+    if cluster.gated(top):  # OnDelete: the roller restarts the out-of-date brokers
+        # After the registry is applied: a stack grown from one broker restarts its first
+        # broker only once its topics are replicated to the new ones (nothing goes offline).
+        roller_rbac = [k8s.apply(m, in_ns) for m in roller.rbac(top)]
+        k8s.apply(roll_job, pulumi.ResourceOptions.merge(
+            after(brokers, *roller_rbac, *applied),
+            pulumi.ResourceOptions(custom_timeouts=rollout)), name=f"job-{top.statefulset}-roll")
     for m in extras:
         k8s.apply(m, after_brokers)
     for m in operators:

@@ -464,6 +464,8 @@ def test_three_brokers_roll_through_the_roller_one_broker_through_the_statefulse
                                          if m["metadata"]["name"] == "kafka-roller"]
     (job,) = roll_jobs(prod)
     assert "statefulset-kafka" in job["dependencies"] and "role-kafka-roller" in job["dependencies"]
+    # After the reconciler: a grown stack's topics are replicated before its founder restarts.
+    assert any(d.startswith("job-hanzo-stream-apply-") for d in job["dependencies"])
     assert job["create_timeout"] == "40m"
     spec = job["inputs"]["spec"]
     assert spec["activeDeadlineSeconds"] == 40 * 60
