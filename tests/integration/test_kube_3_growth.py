@@ -84,6 +84,9 @@ def test_one_broker_grows_to_three_in_place(dev):
     assert int(dev.outputs["initialControllers"]) == 1  # step 2: the record says one founder
     facts = change(dev, "brokers 1 to 3", min_isr=1, brokers=3, initialControllers=1)  # step 3
     assert facts["brokers_added"] == ["kafka-1", "kafka-2"]
+    # kafka-0 restarted (its configuration changed) only after the reconciler had replicated
+    # every topic to the new brokers (the roll Job waits for it): no partition went offline.
+    assert facts["broker_restarts"] == 1 and facts["under_min_isr_longest_s"] == 0, facts
     # Three voters (the join-quorum sidecars added two), and the reconciler, run again, raised
     # the registry's topics and Kafka's own to the cluster profile: RF 3, min ISR 2.
     quorum = kafka_tool(dev, "kafka-metadata-quorum.sh", "describe", "--replication")
