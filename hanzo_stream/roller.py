@@ -16,6 +16,10 @@ this after every `pulumi up` that changes the pod template (infra/roller.py). Ea
 - delete it, only that very pod (a uid precondition). Its preStop hook holds the broker until
   the gate says no partition would fall under min ISR without it.
 
+One exception to waiting for Ready, as in Strimzi: when the one pod that is not Ready is on
+the old template (crash-looping on a setting this very update fixes), it is restarted first.
+It serves nothing, and it would never become Ready where it is.
+
 `pulumi up` waits for the Job, so it ends when the roll has ended, and fails if it fails.
 """
 
@@ -25,8 +29,10 @@ import argparse
 import logging
 import os
 import time
+import urllib.error
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("hanzo_stream.roller")
 STATEFULSETS, PODS = "apis/apps/v1/statefulsets", "api/v1/pods"
@@ -79,6 +85,11 @@ def next_step(pods: Mapping[str, Pod | None], target: str, leader: int | None,
         return Step()
     if missing:
         return Step(waiting=f"{', '.join(missing)} to be created")
+    stuck = [p for p in stale if not p.ready and not p.terminating]
+    if len(busy) == 1 and [p.name for p in stuck] == busy:
+        # The one unready pod is on the old template (say, crash-looping on a bad setting
+        # this update fixes): it serves nothing, and waiting for it would wait forever.
+        return Step(stuck[0])
     if busy:
         return Step(waiting=f"{', '.join(busy)} to be Ready (in sync)")
     return Step(min(stale, key=lambda p: (p.ordinal == leader, -p.ordinal)))
@@ -86,10 +97,11 @@ def next_step(pods: Mapping[str, Pod | None], target: str, leader: int | None,
 
 @dataclass
 class Cluster:
-    """What the roll reads and does, as functions: the Kubernetes API and the quorum."""
+    """What the roll reads and does, as functions: the Kubernetes API and the quorum.
+    `delete(name, uid)` is False when that pod was already gone (replaced meanwhile)."""
     statefulset: Callable[[], dict | None]
     pod: Callable[[str], dict | None]
-    delete: Callable[[str, str], object]
+    delete: Callable[[str, str], bool]
     leader: Callable[[], int | None]
 
 
@@ -118,8 +130,8 @@ def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 36
         if step.pod is not None:
             log.info("restarting %s (%d of the pods still on the old template)", step.pod.name,
                      len(outdated(seen, target)))
-            cluster.delete(step.pod.name, step.pod.uid)
-            restarted.append(step.pod.name)
+            if cluster.delete(step.pod.name, step.pod.uid):
+                restarted.append(step.pod.name)
             said = ""
             continue
         if step.waiting != said:
@@ -131,7 +143,7 @@ def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 36
         sleep(interval)
 
 
-def quorum_leader(connect: Callable[[], object]) -> Callable[[], int | None]:
+def quorum_leader(connect: Callable[[], Any]) -> Callable[[], int | None]:
     """The active controller's node id, from DescribeQuorum (kafka-python: confluent-kafka
     does not have it); None, with a warning, when the quorum cannot be asked: the roll goes on
     in ordinal order rather than stop."""
@@ -170,16 +182,23 @@ def main(argv: list[str] | None = None) -> int:
     if kube is None:
         raise SystemExit("no service account token: the roller cannot reach the Kubernetes API")
 
-    def connect() -> object:
+    def connect() -> Any:
         from kafka.admin import KafkaAdminClient
         return KafkaAdminClient(client_id="hanzo-stream-roller",
                                 **Connection.from_env().kafka_python())
 
+    def delete(pod: str, uid: str) -> bool:
+        try:
+            return kube.delete(PODS, pod, uid) is not None
+        except urllib.error.HTTPError as e:
+            if e.code == 409:  # the uid precondition: a successor stands there now
+                log.info("%s was replaced meanwhile: judged again", pod)
+                return False
+            raise
+
     cluster = Cluster(
         statefulset=lambda: kube.get(STATEFULSETS, a.statefulset),
-        pod=lambda pod: kube.get(PODS, pod),
-        delete=lambda pod, uid: kube.delete(PODS, pod, uid),
-        leader=quorum_leader(connect))
+        pod=lambda pod: kube.get(PODS, pod), delete=delete, leader=quorum_leader(connect))
     restarted = roll(cluster, a.statefulset, a.interval, a.timeout)
     log.info("done: %s", f"restarted {', '.join(restarted)}" if restarted else "nothing to restart")
     return 0

@@ -103,7 +103,7 @@ class Model:
         return {"metadata": meta, "status": {"conditions": [
             {"type": "Ready", "status": "True" if p["phase"] == "ready" else "False"}]}}
 
-    def delete(self, name: str, uid: str) -> None:
+    def delete(self, name: str, uid: str) -> bool:
         i = int(name.rsplit("-", 1)[1])
         assert self.pods[i]["uid"] == uid, "deleted a successor, not the pod that was judged"
         self.unready_at_delete.append([f"kafka-{j}" for j, p in self.pods.items()
@@ -115,6 +115,7 @@ class Model:
             self.leader = self.rng.choice([j for j, p in self.pods.items()
                                            if p["phase"] == "ready" and j != i])
             self.elections += 1
+        return True
 
     def cluster(self) -> Cluster:
         return Cluster(self.statefulset, self.pod, self.delete, lambda: self.leader)
@@ -155,17 +156,47 @@ def test_nothing_restarts_before_the_controller_has_seen_the_new_template():
     cluster = model.cluster()
     cluster.statefulset = lagging
     real_delete = cluster.delete
-    cluster.delete = lambda name, uid: (deleted_before.append(len(calls)), real_delete(name, uid))
+    cluster.delete = lambda name, uid: (deleted_before.append(len(calls)), real_delete(name, uid))[1]
     roll(cluster, "kafka", interval=0, sleep=lambda _: None)
     assert deleted_before[0] >= 2
 
 
 def test_a_roll_that_cannot_go_on_stops_with_what_it_waited_for():
     model = Model(3, leader=0, seed=3)
-    model.pods[1]["phase"] = "starting"
-    model.rng.random = lambda: 0.99  # kafka-1 never becomes Ready
+    model.pods[1].update(phase="starting", rev=NEW)
+    model.rng.random = lambda: 0.99  # kafka-1, already new, never becomes Ready
     now = itertools.count(0, 10)
     with pytest.raises(TimeoutError, match=r"still waiting for kafka-1 to be Ready \(in sync\)"):
         roll(model.cluster(), "kafka", interval=0, timeout=60, clock=lambda: next(now),
              sleep=lambda _: None)
     assert model.deleted == []
+
+
+def test_a_pod_stuck_on_the_old_template_is_restarted_first_not_waited_for():
+    """A bad setting left kafka-1 crash-looping; the update that fixes it must not wait for it
+    to become Ready, which it never will on the old template."""
+    assert next_step(pods(pod(0), pod(1, ready=False), pod(2)), NEW, 0).pod == pod(1, ready=False)
+    # Not while it is stopping, nor when another pod is unready too, nor when it is new.
+    assert next_step(pods(pod(0), pod(1, ready=False, terminating=True), pod(2)), NEW, 0).waiting
+    assert next_step(pods(pod(0, ready=False), pod(1, ready=False), pod(2)), NEW, 0).waiting
+    assert next_step(pods(pod(0), pod(1, NEW, ready=False), pod(2)), NEW, 0).waiting
+    model = Model(3, leader=0, seed=5)
+    model.pods[1]["phase"] = "crashing"  # never Ready on the old template
+    restarted = roll(model.cluster(), "kafka", interval=0, sleep=lambda _: None)
+    assert restarted[0] == "kafka-1" and restarted[-1] == "kafka-0"
+    assert all(p["phase"] == "ready" for p in model.pods.values())
+
+
+def test_a_pod_replaced_meanwhile_is_judged_again_not_counted():
+    model = Model(3, leader=0, seed=9)
+    cluster = model.cluster()
+    real_delete, gone = cluster.delete, []
+
+    def delete(name: str, uid: str) -> bool:
+        if not gone:  # the first delete finds a successor: the uid precondition refuses
+            gone.append(name)
+            return False
+        return real_delete(name, uid)
+    cluster.delete = delete
+    restarted = roll(cluster, "kafka", interval=0, sleep=lambda _: None)
+    assert sorted(restarted) == ["kafka-0", "kafka-1", "kafka-2"] and gone == ["kafka-2"]
