@@ -21,6 +21,8 @@ the old template (crash-looping on a setting this very update fixes), it is rest
 It serves nothing, and it would never become Ready where it is.
 
 `pulumi up` waits for the Job, so it ends when the roll has ended, and fails if it fails.
+With `--restart-all` it restarts every broker the same way (on-call's rolling restart: the
+suspended CronJob `kafka-restart` is its template).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 import urllib.error
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 log = logging.getLogger("hanzo_stream.roller")
@@ -46,6 +49,7 @@ class Pod:
     revision: str  # the controller-revision-hash label: the template it was made from
     ready: bool
     terminating: bool
+    created: datetime = datetime.min.replace(tzinfo=UTC)
 
     @classmethod
     def of(cls, obj: Mapping) -> Pod:
@@ -54,7 +58,8 @@ class Pod:
                     for c in obj.get("status", {}).get("conditions", []))
         return cls(meta["name"], int(meta["name"].rsplit("-", 1)[1]), meta["uid"],
                    meta.get("labels", {}).get("controller-revision-hash", ""), ready,
-                   bool(meta.get("deletionTimestamp")))
+                   bool(meta.get("deletionTimestamp")),
+                   datetime.fromisoformat(meta["creationTimestamp"]))
 
 
 @dataclass(frozen=True)
@@ -68,17 +73,21 @@ class Step:
         return self.pod is None and not self.waiting
 
 
-def outdated(pods: Mapping[str, Pod | None], target: str) -> list[Pod]:
-    return [p for p in pods.values() if p is not None and p.revision != target]
+def outdated(pods: Mapping[str, Pod | None], target: str,
+             since: datetime | None = None) -> list[Pod]:
+    """The pods not on the `target` template, and with `since`, those started before it too."""
+    return [p for p in pods.values() if p is not None
+            and (p.revision != target or (since is not None and p.created < since))]
 
 
 def next_step(pods: Mapping[str, Pod | None], target: str, leader: int | None,
-              settle: bool = False) -> Step:
+              settle: bool = False, since: datetime | None = None) -> Step:
     """The next pod to restart. `pods`: every pod the StatefulSet should have, by name (None:
     not there now); `target`: the StatefulSet's update revision; `leader`: the active
     controller's node id (None: unknown, then the order is by ordinal alone); `settle`: a
-    roll has restarted pods, so it ends only when every pod is back and Ready."""
-    stale = outdated(pods, target)
+    roll has restarted pods, so it ends only when every pod is back and Ready; `since`: a
+    restart of every broker: a pod started before it counts as out of date."""
+    stale = outdated(pods, target, since)
     missing = [name for name, p in sorted(pods.items()) if p is None]
     busy = sorted(p.name for p in pods.values() if p is not None and (p.terminating or not p.ready))
     if not stale and not (settle and (missing or busy)):
@@ -107,8 +116,9 @@ class Cluster:
 
 def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 3600.0,
          clock: Callable[[], float] = time.monotonic,
-         sleep: Callable[[float], None] = time.sleep) -> list[str]:
-    """Restart every out-of-date pod of StatefulSet `name`; the pods restarted, in order."""
+         sleep: Callable[[float], None] = time.sleep, since: datetime | None = None) -> list[str]:
+    """Restart every out-of-date pod of StatefulSet `name` (with `since`, every pod started
+    before it too); the pods restarted, in order."""
     restarted: list[str] = []
     said, deadline = "", clock() + timeout
     while True:
@@ -122,14 +132,14 @@ def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 36
             pods = {f"{name}-{i}": cluster.pod(f"{name}-{i}") for i in range(spec["replicas"])}
             seen = {n: Pod.of(p) if p else None for n, p in pods.items()}
             target = status["updateRevision"]
-            step = next_step(seen, target, None, settle=bool(restarted))
+            step = next_step(seen, target, None, bool(restarted), since)
             if step.pod is not None:  # the leader is asked only when a pod is about to go
-                step = next_step(seen, target, cluster.leader(), settle=bool(restarted))
+                step = next_step(seen, target, cluster.leader(), bool(restarted), since)
         if step.done:
             return restarted
         if step.pod is not None:
-            log.info("restarting %s (%d of the pods still on the old template)", step.pod.name,
-                     len(outdated(seen, target)))
+            log.info("restarting %s (%d of the pods still to restart)", step.pod.name,
+                     len(outdated(seen, target, since)))
             if cluster.delete(step.pod.name, step.pod.uid):
                 restarted.append(step.pod.name)
             said = ""
@@ -175,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--statefulset", default=os.environ.get("STATEFULSET", "kafka"))
     ap.add_argument("--interval", type=float, default=5.0)
     ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--restart-all", action="store_true",
+                    help="restart every broker, not only those on an old template (a restart "
+                         "by hand: kubectl create job --from=cronjob/kafka-restart ...)")
     a = ap.parse_args(argv)
+    since = datetime.now(UTC) if a.restart_all else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s roller %(message)s")
     logging.getLogger("kafka").setLevel(logging.ERROR)
     kube = in_cluster.api()
@@ -199,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(
         statefulset=lambda: kube.get(STATEFULSETS, a.statefulset),
         pod=lambda pod: kube.get(PODS, pod), delete=delete, leader=quorum_leader(connect))
-    restarted = roll(cluster, a.statefulset, a.interval, a.timeout)
+    restarted = roll(cluster, a.statefulset, a.interval, a.timeout, since=since)
     log.info("done: %s", f"restarted {', '.join(restarted)}" if restarted else "nothing to restart")
     return 0
 

@@ -24,6 +24,7 @@ _TYPED = {
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("batch/v1", "CronJob"): k8s.batch.v1.CronJob,
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,

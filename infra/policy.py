@@ -39,10 +39,17 @@ def _name(m: dict) -> str:
     return f"{m.get('kind')}/{m.get('metadata', {}).get('name')}"
 
 
-def pod_specs(m: dict) -> Iterator[dict]:
+def pod_templates(m: dict) -> Iterator[dict]:
     spec = m.get("spec") or {}
     if m.get("kind") in ("StatefulSet", "Deployment", "Job"):
-        yield spec.get("template", {}).get("spec", {})
+        yield spec.get("template", {})
+    if m.get("kind") == "CronJob":
+        yield spec.get("jobTemplate", {}).get("spec", {}).get("template", {})
+
+
+def pod_specs(m: dict) -> Iterator[dict]:
+    for t in pod_templates(m):
+        yield t.get("spec", {})
 
 
 def images(m: dict) -> Iterator[str]:
@@ -202,8 +209,8 @@ def check_network_policies(manifests: list[dict]) -> list[Violation]:
     if not deny:
         out.append(Violation("networkpolicy", "NetworkPolicy/*", "no default-deny policy"))
     for m in manifests:
-        if next(pod_specs(m), None) is not None:
-            pod_labels = m["spec"]["template"]["metadata"].get("labels", {})
+        for template in pod_templates(m):
+            pod_labels = template.get("metadata", {}).get("labels", {})
             if pod_labels.get("app.kubernetes.io/part-of") != PART_OF:
                 out.append(Violation("networkpolicy", _name(m), "pods lack the part-of label "
                                      "the default-deny policy selects"))

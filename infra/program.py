@@ -150,6 +150,7 @@ def main(root: Path = ROOT) -> None:
              *(cluster.roll_gate_rbac(top) if cluster.gated(top) else [])]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
     roll_job = roller.job(s, top, roller.template_digest(sts["spec"]["template"]))
+    restart = roller.restart_cronjob(s, top)
     extras = []
     if s.schemaRegistry:
         extras += schema_registry.manifests(s, top)
@@ -187,7 +188,7 @@ def main(root: Path = ROOT) -> None:
 
     tls.restart_on_new_trust([*extras, *spark_apps, *consumers], certs.ca_cert_pem)
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers,
-                  *([roll_job, *roller.rbac(top)] if cluster.gated(top) else [])]
+                  *([roll_job, restart, *roller.rbac(top)] if cluster.gated(top) else [])]
     violations = policy.check([policy.plainify(m) for m in everything],
                               s.environment, s.requireDigests)
     if violations:
@@ -228,7 +229,7 @@ def main(root: Path = ROOT) -> None:
     if cluster.gated(top):  # OnDelete: the roller restarts the out-of-date brokers
         # After the registry is applied: a stack grown from one broker restarts its first
         # broker only once its topics are replicated to the new ones (nothing goes offline).
-        roller_rbac = [k8s.apply(m, in_ns) for m in roller.rbac(top)]
+        roller_rbac = [k8s.apply(m, in_ns) for m in [*roller.rbac(top), restart]]
         k8s.apply(roll_job, pulumi.ResourceOptions.merge(
             after(brokers, *roller_rbac, *applied),
             pulumi.ResourceOptions(custom_timeouts=rollout)), name=f"job-{top.statefulset}-roll")

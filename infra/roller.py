@@ -61,33 +61,51 @@ def rbac(top: Topology) -> list[dict]:
     ]
 
 
+def _template(s: StackSettings, top: Topology, *args: str) -> dict:
+    """The roller's pod: the admin's login (DescribeQuorum), the CA, the API server."""
+    return {"metadata": {"labels": LABELS}, "spec": {
+        "restartPolicy": "Never",
+        "serviceAccountName": f"{top.statefulset}-roller",
+        "automountServiceAccountToken": True,  # it alone talks to the API server
+        "securityContext": security_context.pod(10001),
+        "containers": [{
+            "name": "roll",
+            "image": s.reconcilerImage,
+            "command": ["python", "-m", "hanzo_stream.roller", "--statefulset", top.statefulset,
+                        "--timeout", str(60 * minutes(top)), *args],
+            "env": connection_env(top, ADMIN),
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+                          "limits": {"cpu": "200m", "memory": "192Mi"}},
+            "securityContext": security_context.container(),
+            "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+        }],
+        "volumes": [ca_volume()],
+    }}
+
+
+def _job_spec(s: StackSettings, top: Topology, *args: str) -> dict:
+    return {"backoffLimit": 3,  # each run starts from what the pods are: a retry is safe
+            "activeDeadlineSeconds": 60 * minutes(top),
+            "template": _template(s, top, *args)}
+
+
 def job(s: StackSettings, top: Topology, digest: Any) -> dict:
     """The Job that rolls the pods of the template whose digest is `digest`."""
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": pulumi.Output.concat(f"{top.statefulset}-roll-", digest),
-                     "namespace": top.namespace, "labels": LABELS},
-        "spec": {
-            "backoffLimit": 3,  # each run starts from what the pods are: a retry is safe
-            "activeDeadlineSeconds": 60 * minutes(top),
-            "template": {"metadata": {"labels": LABELS}, "spec": {
-                "restartPolicy": "Never",
-                "serviceAccountName": f"{top.statefulset}-roller",
-                "automountServiceAccountToken": True,  # it alone talks to the API server
-                "securityContext": security_context.pod(10001),
-                "containers": [{
-                    "name": "roll",
-                    "image": s.reconcilerImage,
-                    "command": ["python", "-m", "hanzo_stream.roller",
-                                "--statefulset", top.statefulset,
-                                "--timeout", str(60 * minutes(top))],
-                    "env": connection_env(top, ADMIN),
-                    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
-                                  "limits": {"cpu": "200m", "memory": "192Mi"}},
-                    "securityContext": security_context.container(),
-                    "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
-                }],
-                "volumes": [ca_volume()],
-            }},
-        },
-    }
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": pulumi.Output.concat(f"{top.statefulset}-roll-", digest),
+                         "namespace": top.namespace, "labels": LABELS},
+            "spec": _job_spec(s, top)}
+
+
+def restart_cronjob(s: StackSettings, top: Topology) -> dict:
+    """On-call's rolling restart of every broker, the same way as a roll (`--restart-all`):
+    a CronJob that never runs by itself, only the template of
+    `kubectl create job --from=cronjob/kafka-restart kafka-restart-$(date +%s)`.
+    (`kubectl rollout restart` restarts nothing on an OnDelete StatefulSet.)"""
+    spec = _job_spec(s, top, "--restart-all")
+    spec["ttlSecondsAfterFinished"] = 7 * 24 * 3600  # its Jobs are not Pulumi's to delete
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": f"{top.statefulset}-restart", "namespace": top.namespace,
+                         "labels": LABELS},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": True, "concurrencyPolicy": "Forbid",
+                     "jobTemplate": {"metadata": {"labels": LABELS}, "spec": spec}}}

@@ -7,6 +7,7 @@ through the roll gate: the broker stops only when no partition would fall under 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from hanzo_stream.kube.deploy import Deployer
 
 from .conftest import KEEP_NODE, wait_for
-from .kube import Stack, brokers_ready, load, record, replication
+from .kube import Stack, brokers_ready, load, record, replication, restarts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -57,5 +58,37 @@ def test_a_deleted_broker_pod_waits_for_the_gate_and_loses_nothing(prod):
     record("prod: kubectl delete pod kafka-1", seconds=round(time.monotonic() - t),
            **{k: result[k] for k in ("acked", "acked_lost", "failed", "producer_errors",
                                      "under_min_isr_longest_s")})
+    assert result["acked"] > 0 and result["acked_lost"] == 0 and result["unreported"] == 0, result
+    assert result["under_min_isr_longest_s"] == 0, result
+
+
+def test_on_call_restarts_every_broker_the_active_controller_last(prod):
+    """`kubectl rollout restart` restarts nothing on the OnDelete StatefulSet; on-call's
+    rolling restart is a Job from the suspended kafka-restart CronJob: the roller with
+    --restart-all (hanzo_stream/roller.py), each broker once, through the roll gate, the
+    active controller last."""
+    before = prod.pods()
+    name = "kafka-restart-by-hand"
+
+    def finished() -> bool | None:
+        st = prod.json("job", name)["status"]
+        assert not st.get("failed"), prod.kubectl("logs", f"job/{name}").stdout[-3000:]
+        return st.get("succeeded") == 1 or None
+    t = time.monotonic()
+    with load(prod, "prod-restart-all", min_isr=2) as result:
+        prod.kubectl("create", "job", "--from=cronjob/kafka-restart", name)
+        wait_for(finished, 1500, "the restart Job done")
+        time.sleep(5)  # producers acknowledged after the last broker came back
+    log = prod.kubectl("logs", f"job/{name}").stdout
+    order = re.findall(r"restarting (kafka-\d+)", log)
+    leader = re.findall(r"the active controller is node (\d+)", log)
+    record("prod: on-call restart of every broker", seconds=round(time.monotonic() - t),
+           order=order, leader_before=leader[:1],
+           broker_restarts=restarts(before, prod.pods()),
+           **{k: result[k] for k in ("acked", "acked_lost", "failed", "producer_errors",
+                                     "under_min_isr_longest_s")})
+    assert sorted(order) == ["kafka-0", "kafka-1", "kafka-2"], log
+    assert order[-1] == f"kafka-{leader[0]}", log
+    assert restarts(before, prod.pods()) == 3 and brokers_ready(prod, 3)
     assert result["acked"] > 0 and result["acked_lost"] == 0 and result["unreported"] == 0, result
     assert result["under_min_isr_longest_s"] == 0, result

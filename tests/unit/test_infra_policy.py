@@ -199,3 +199,16 @@ def test_the_postgres_dsn_reaches_only_the_settlement_jobs_and_only_from_its_sec
 def test_unknown_setting_is_refused():
     with pytest.raises(RenderFailed, match="unknown setting 'hanzo-stream:broker'"):
         render("dev", (("broker", "3"),))
+
+
+def test_the_restart_cronjobs_pods_are_held_to_the_same_rules():
+    """A CronJob's pods (kafka-restart, infra/roller.py) are pods like any other: pinned
+    images, TLS, the default deny."""
+    ms = copy.deepcopy(manifests(render("prod")))
+    (cron,) = [m for m in ms if m["kind"] == "CronJob"]
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]
+    assert policy.check(ms, "prod") == []
+    pod["spec"]["containers"][0]["image"] = "ghcr.io/hanzoai/hanzo-stream:latest"
+    del pod["metadata"]["labels"]["app.kubernetes.io/part-of"]
+    assert {(v.rule, v.resource) for v in policy.check(ms, "prod")} == {
+        ("images-pinned", "CronJob/kafka-restart"), ("networkpolicy", "CronJob/kafka-restart")}

@@ -493,3 +493,19 @@ def test_a_new_pod_template_makes_a_new_roll_job_and_nothing_else_does():
     assert name() == base
     assert name(("clientNamespaces", '["hanzo", "billing"]')) == base  # no template change
     assert name(("brokerConfigOverrides", '{"log.cleaner.backoff.ms": "16000"}')) != base
+
+
+def test_on_call_restarts_every_broker_through_the_roller():
+    """`kubectl rollout restart` restarts nothing on an OnDelete StatefulSet, so a 3+ broker
+    stack ships a suspended CronJob whose Job is the roller with --restart-all."""
+    prod = render("prod")
+    (cron,) = of_kind(prod, "CronJob")
+    assert cron["metadata"]["name"] == "kafka-restart" and cron["spec"]["suspend"] is True
+    spec = cron["spec"]["jobTemplate"]["spec"]
+    (roll,) = roll_jobs(prod)
+    ran = roll["inputs"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    (c,) = spec["template"]["spec"]["containers"]
+    assert c["command"] == [*ran, "--restart-all"]
+    assert spec["template"]["spec"]["serviceAccountName"] == "kafka-roller"
+    assert spec["ttlSecondsAfterFinished"] > 0
+    assert of_kind(render("dev"), "CronJob") == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from hanzo_stream.roller import Cluster, Pod, Step, next_step, roll
 
 OLD, NEW = "kafka-old", "kafka-new"
+T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 
 def pod(ordinal: int, revision: str = OLD, ready: bool = True, terminating: bool = False) -> Pod:
@@ -53,14 +55,15 @@ def test_done_when_every_pod_is_on_the_new_template_and_back_if_any_was_restarte
 
 
 def test_a_pod_reads_from_the_api_objects_fields():
-    obj = {"metadata": {"name": "kafka-2", "uid": "u2",
+    obj = {"metadata": {"name": "kafka-2", "uid": "u2", "creationTimestamp": "2026-11-30T12:00:05Z",
                         "labels": {"controller-revision-hash": "kafka-7d9f"}},
            "status": {"conditions": [{"type": "PodScheduled", "status": "True"},
                                      {"type": "Ready", "status": "False"}]}}
-    assert Pod.of(obj) == Pod("kafka-2", 2, "u2", "kafka-7d9f", False, False)
+    made = T0 + timedelta(seconds=5)
+    assert Pod.of(obj) == Pod("kafka-2", 2, "u2", "kafka-7d9f", False, False, made)
     obj["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
     obj["status"]["conditions"][1]["status"] = "True"
-    assert Pod.of(obj) == Pod("kafka-2", 2, "u2", "kafka-7d9f", True, True)
+    assert Pod.of(obj) == Pod("kafka-2", 2, "u2", "kafka-7d9f", True, True, made)
 
 
 class Model:
@@ -72,8 +75,9 @@ class Model:
         self.rng = random.Random(seed)
         self.n, self.leader, self.elections = n, leader, 0
         self.generation, self.observed = 2, 1
+        self.ticks = 0  # seconds after T0
         self.pods = {i: {"uid": f"u{i}-0", "rev": OLD if stale is None or i in stale else NEW,
-                         "phase": "ready"} for i in range(n)}
+                         "phase": "ready", "created": 0} for i in range(n)}
         self.uids = itertools.count(1)
         self.deleted: list[str] = []
         self.unready_at_delete: list[list[str]] = []
@@ -81,6 +85,7 @@ class Model:
 
     def statefulset(self) -> dict:
         self.observed = self.generation  # the controller sees the template after a tick
+        self.ticks += 1
         for i, p in list(self.pods.items()):
             if p["phase"] == "stopping":
                 del self.pods[i]
@@ -88,7 +93,8 @@ class Model:
                 p["phase"] = "ready"
         for i in range(self.n):
             if i not in self.pods and self.rng.random() < 0.7:
-                self.pods[i] = {"uid": f"u{i}-{next(self.uids)}", "rev": NEW, "phase": "starting"}
+                self.pods[i] = {"uid": f"u{i}-{next(self.uids)}", "rev": NEW, "phase": "starting",
+                                "created": self.ticks}
         return {"metadata": {"generation": self.generation},
                 "spec": {"replicas": self.n},
                 "status": {"observedGeneration": self.observed, "updateRevision": NEW}}
@@ -97,7 +103,8 @@ class Model:
         p = self.pods.get(int(name.rsplit("-", 1)[1]))
         if p is None:
             return None
-        meta = {"name": name, "uid": p["uid"], "labels": {"controller-revision-hash": p["rev"]}}
+        meta = {"name": name, "uid": p["uid"], "labels": {"controller-revision-hash": p["rev"]},
+                "creationTimestamp": (T0 + timedelta(seconds=p["created"])).isoformat()}
         if p["phase"] == "stopping":
             meta["deletionTimestamp"] = "now"
         return {"metadata": meta, "status": {"conditions": [
@@ -200,3 +207,15 @@ def test_a_pod_replaced_meanwhile_is_judged_again_not_counted():
     cluster.delete = delete
     restarted = roll(cluster, "kafka", interval=0, sleep=lambda _: None)
     assert sorted(restarted) == ["kafka-0", "kafka-1", "kafka-2"] and gone == ["kafka-2"]
+
+
+def test_a_restart_of_every_broker_takes_each_once_the_leader_last():
+    """`--restart-all` (the kafka-restart CronJob's Job): nothing is on an old template, every
+    pod started before the restart began goes, one at a time, the leader last."""
+    model = Model(3, leader=0, seed=11, stale=set())
+    model.ticks = 100
+    since = T0 + timedelta(seconds=50)  # after every pod started, before the roll
+    restarted = roll(model.cluster(), "kafka", interval=0, sleep=lambda _: None, since=since)
+    assert restarted == ["kafka-2", "kafka-1", "kafka-0"] and model.elections == 1
+    assert roll(model.cluster(), "kafka", interval=0, sleep=lambda _: None) == []
+    assert roll(model.cluster(), "kafka", interval=0, sleep=lambda _: None, since=since) == []
