@@ -149,8 +149,9 @@ def main(root: Path = ROOT) -> None:
              cluster.jmx_config_map(top, files.jmx),
              *(cluster.roll_gate_rbac(top) if cluster.gated(top) else [])]
     apply_job = reconciler.manifests(s, top, registry_file.read_text(), creds.digest())
+    # A 3+ broker StatefulSet is OnDelete: the roller restarts its brokers (infra/roller.py).
     roll_job = roller.job(s, top, roller.template_digest(sts["spec"]["template"]))
-    restart = roller.restart_cronjob(s, top)
+    roller_objects = [*roller.rbac(top), roller.restart_cronjob(s, top)] if cluster.gated(top) else []
     extras = []
     if s.schemaRegistry:
         extras += schema_registry.manifests(s, top)
@@ -188,7 +189,7 @@ def main(root: Path = ROOT) -> None:
 
     tls.restart_on_new_trust([*extras, *spark_apps, *consumers], certs.ca_cert_pem)
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers,
-                  *([roll_job, restart, *roller.rbac(top)] if cluster.gated(top) else [])]
+                  *([roll_job, *roller_objects] if cluster.gated(top) else [])]
     violations = policy.check([policy.plainify(m) for m in everything],
                               s.environment, s.requireDigests)
     if violations:
@@ -226,12 +227,12 @@ def main(root: Path = ROOT) -> None:
     k8s.apply(quorum.formed_config_map(top), after(brokers))  # from now on, blank volumes join
     after_brokers = after(brokers, *secret_res)
     applied = [k8s.apply(m, after_brokers) for m in apply_job]
-    if cluster.gated(top):  # OnDelete: the roller restarts the out-of-date brokers
+    if cluster.gated(top):
         # After the registry is applied: a stack grown from one broker restarts its first
         # broker only once its topics are replicated to the new ones (nothing goes offline).
-        roller_rbac = [k8s.apply(m, in_ns) for m in [*roller.rbac(top), restart]]
+        roller_res = [k8s.apply(m, in_ns) for m in roller_objects]
         k8s.apply(roll_job, pulumi.ResourceOptions.merge(
-            after(brokers, *roller_rbac, *applied),
+            after(brokers, *roller_res, *applied),
             pulumi.ResourceOptions(custom_timeouts=rollout)), name=f"job-{top.statefulset}-roll")
     for m in extras:
         k8s.apply(m, after_brokers)
