@@ -72,6 +72,33 @@ def checked(src: DataFrame, c: Contract) -> DataFrame:
             .withColumn("event_time", F.try_to_timestamp(F.col("e.timestamp"), F.lit(TS_FORMAT))))
 
 
+FUTURE = "event.future"
+
+
+def refuse_future(rows: DataFrame, seconds: int) -> DataFrame:
+    """Valid rows whose event time is more than `seconds` ahead of the batch's time become
+    `event.future` rejections, before any watermark sees them.
+
+    A watermark follows the newest event time, so one producer whose clock runs ahead (Kafka
+    accepts record times up to an hour ahead) would make every other producer's events late.
+    The reference is the micro-batch's timestamp (current_timestamp() in a stream), the job's
+    own clock recorded in the checkpoint's offset log: a replayed batch gives the same verdicts,
+    and an honest event, written before its batch was planned, is never ahead of it."""
+    from pyspark.sql import functions as F
+
+    now = F.current_timestamp()
+    ahead = F.coalesce(F.col("error_class").isNull() & (
+        F.col("event_time") > now + F.make_dt_interval(secs=F.lit(seconds))), F.lit(False))
+    message = F.concat(
+        F.lit("event time "), iso(F.col("event_time")), F.lit(" is more than "),
+        F.lit(f"{seconds} s ahead of the job's clock ("), iso(now),
+        F.lit("): the producer's clock is wrong; fix it, then replay this letter"))
+    return rows.withColumns({  # all three read the input's columns
+        "error_class": F.when(ahead, F.lit(FUTURE)).otherwise(F.col("error_class")),
+        "error_message": F.when(ahead, message).otherwise(F.col("error_message")),
+        "e": F.when(~ahead, F.col("e"))})
+
+
 def iso(col: Column) -> Column:
     """A timestamp as the contract's ISO 8601 UTC string with milliseconds."""
     from pyspark.sql import functions as F

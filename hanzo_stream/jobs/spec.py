@@ -24,7 +24,7 @@ SINK_TYPES = {"clickhouse", "kafka", "parquet", "dead_letter", "postgres"}
 IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # a PostgreSQL table name, unquoted
 TOP_KEYS = {"group", "job", "description", "checkpoint", "trigger", "max_offsets_per_trigger",
             "lag_sla", "window", "watermark", "sinks", "spark_conf", "aggregate", "runtime",
-            "metrics", "dedupe_window"}
+            "metrics", "dedupe_window", "future"}
 RUNTIMES = ("spark", "consumer")  # a PySpark job, or a plain consumer (hanzo_stream/jobs/consumer.py)
 REQUIRED = ("group", "job", "checkpoint", "sinks")
 AGGREGATE_KEYS = {"output": str, "sink": str, "by": list, "id_field": str, "sum": list,
@@ -81,6 +81,9 @@ class JobSpec:
     lag_sla_seconds: float = 300.0
     window_seconds: int | None = None
     watermark_seconds: int | None = None
+    # How far ahead of the job's clock an event time may be (windowed jobs): one producer with
+    # a fast clock would otherwise push the watermark ahead and make everyone's events late.
+    future_seconds: int | None = None
     # How long the job remembers an envelope id to drop a second copy (producer retries,
     # librdkafka's epoch-bump resends): at-least-once delivery, deduplicated by id.
     dedupe_window_seconds: int | None = None
@@ -167,6 +170,7 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
     problems += _check_sinks(sinks, group, registry, file)
     aggregate, agg_problems = _aggregate(doc, sinks, registry, file)
     problems += agg_problems
+    problems += _check_future(doc, file)
     problems += _check_postgres(sinks, aggregate, file)
     try:
         spec = JobSpec(
@@ -177,6 +181,7 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
             lag_sla_seconds=seconds(doc.get("lag_sla", "5m")),
             window_seconds=int(seconds(doc["window"])) if "window" in doc else None,
             watermark_seconds=int(seconds(doc["watermark"])) if "watermark" in doc else None,
+            future_seconds=_future(doc),
             dedupe_window_seconds=(int(seconds(doc["dedupe_window"])) if "dedupe_window" in doc
                                    else None),
             spark_conf={k: str(v) for k, v in (doc.get("spark_conf") or {}).items()},
@@ -190,6 +195,37 @@ def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consume
         raise SpecInvalid(problems)
     assert spec is not None
     return spec
+
+
+DEFAULT_FUTURE = "1m"
+
+
+def _future(doc: dict[str, Any]) -> int | None:
+    """`future` of a windowed job: as given, else DEFAULT_FUTURE; none without a watermark or
+    when `off`."""
+    if "watermark" not in doc or _off(doc.get("future")):
+        return None
+    return int(seconds(doc.get("future", DEFAULT_FUTURE)))
+
+
+def _off(value: Any) -> bool:
+    return value is False or value == "off"  # YAML 1.1 reads a bare `off` as false
+
+
+def _check_future(doc: dict[str, Any], file: str) -> list[str]:
+    if "future" not in doc or _off(doc["future"]):
+        return []
+    if "watermark" not in doc:
+        return [f"{file}: future: only a job with a `watermark` checks event times; remove it"]
+    try:
+        future, watermark = seconds(doc["future"]), seconds(doc["watermark"])
+    except (TypeError, ValueError):
+        return []  # the JobSpec build reports the bad duration
+    if not 0 < future < watermark:
+        return [f"{file}: future: {doc['future']} must be more than 0 and less than the watermark "
+                f"({doc['watermark']}), or a producer's clock that far ahead makes every other "
+                "producer's events late; 1m allows for clock drift"]
+    return []
 
 
 def _check_shape(doc: Any, file: str) -> list[str]:

@@ -23,6 +23,9 @@ billing-agg (llm_usage -> billing.usage.hourly per team and org) and rpc-billing
   and dead-letters exactly those rows (error class `event.late`) with their provenance. The
   progress listener checks the count against Spark's own numRowsDroppedByWatermark and logs
   an error if they ever disagree.
+- An event time more than `future` (1 minute) ahead of the batch's own time is dead-lettered
+  (`event.future`) before the watermark sees it: one producer's fast clock cannot move the
+  watermark and make everyone else's events late (events.refuse_future).
 - A `postgres` sink gets the same records after Kafka has them, upserted by `id_field` in one
   transaction (hanzo_stream/jobs/postgres.py): a replay rewrites identical rows.
 
@@ -198,6 +201,8 @@ def build(ctx: JobContext) -> list:
         raise ValueError("\n".join(problems))
     place = {f: locate(ctx.schemas, c.event_types[0], f)[0] for f in agg.by}  # type: ignore[index]
     checked = events.checked(events.kafka_stream(ctx, topic), c)
+    if spec.future_seconds:
+        checked = events.refuse_future(checked, spec.future_seconds)
     ok = F.col("error_class").isNull()
     inputs = checked.where(ok).select(
         F.col("e.id").alias("id"), "event_time",

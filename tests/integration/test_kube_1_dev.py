@@ -29,7 +29,9 @@ def dev(kube_dev):
 
 PRODUCE_CONSUME = textwrap.dedent("""
     import json, os, sys, time
+    from datetime import UTC, datetime, timedelta
     from confluent_kafka import Consumer, TopicPartition
+    from hanzo_stream.client.envelope import iso_ms
     from hanzo_stream.client.producer import EventProducer
     from hanzo_stream.connection import Connection
     from hanzo_stream.local import failover
@@ -39,6 +41,7 @@ PRODUCE_CONSUME = textwrap.dedent("""
     producer = EventProducer.connect(conn, stage="probe")
     for i in range(20):
         e = failover.usage_event(ledger, f"team_probe_{i % 4}", i)
+        e["timestamp"] = iso_ms(datetime.now(UTC) - timedelta(days=3))  # before kube_2's hours
         producer.send(e, on_delivery=ledger.report(e["id"]))
         ledger.sent[e["id"]] = 0
     producer.flush(60)

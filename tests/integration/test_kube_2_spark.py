@@ -164,7 +164,9 @@ def test_the_drivers_run_spark_submit_on_kubernetes_with_the_stacks_executors(sp
 
 def test_billing_agg_delivers_the_exact_hourly_records(spark):
     run = uuid.uuid4().hex[:8]
-    day = datetime(2036, 3, 4, tzinfo=UTC)  # after every event time already on llm_usage
+    # After every event time already on llm_usage (kube_1's probe is dated 3 days back), and in
+    # the past: the job refuses event times ahead of its clock (`future` in the spec).
+    day = (datetime.now(UTC) - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
 
     def at(h, m, s=0, ms=0):
         return day + timedelta(hours=h, minutes=m, seconds=s, milliseconds=ms)

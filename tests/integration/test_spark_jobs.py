@@ -11,6 +11,8 @@ start, and billing-agg's and rpc-billing's watermark is the newest event time in
 a test's events must be newer than every earlier test's on the same topic, or its hours close
 early and its events count as late. llm_usage: 2030 (test_llm_metrics_live.py, which runs
 first) < 2032 < 2038 (crash) < 2039 (poison); agent_rpc_metering: 2036 < 2038 (crash).
+The shipped specs refuse event times ahead of the job's clock (`future`), so the windowed jobs
+run here from fast_specs copies with `future: off`; test_clock_skew.py runs the check as shipped.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_every_consumer_spec_loads_against_the_registry(registry, tmp_path):
         assert s.checkpoint_for("q") == f"{s.checkpoint}/q"
         assert "dead_letter" in {k.type for k in s.sinks.values()}
     billing = load_spec("billing-agg", registry, CONSUMERS, tmp_path)
-    assert (billing.window_seconds, billing.watermark_seconds) == (3600, 600)
+    assert (billing.window_seconds, billing.watermark_seconds, billing.future_seconds) == (3600, 600, 60)
     assert billing.sink("billing_events").get("topic") == "billing_events"
     assert [n for n in JOBS if load_spec(n, registry, CONSUMERS, tmp_path).runtime != "spark"] == [
         "llm-metrics"]
@@ -120,6 +120,30 @@ def test_aggregate_block_problems_name_the_field_and_the_fix(registry, tmp_path,
     d = _write_spec(tmp_path, "rpc-billing", **doc | {"job": "spark/job.py", "aggregate": {}})
     with pytest.raises(SpecInvalid, match="`watermark` too"):
         load_spec("rpc-billing", registry, d, tmp_path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"future": "10m"}, r"future: 10m must be more than 0 and less than the watermark \(10m\)"),
+    ({"future": "0s"}, "must be more than 0"),
+    ({"future": "soon"}, "durations look like"),
+    ({"watermark": None, "window": None, "aggregate": None, "future": "1m"},
+     "future: only a job with a `watermark` checks event times; remove it"),
+])
+def test_a_future_bound_that_would_make_honest_events_late_is_refused(registry, tmp_path, change,
+                                                                      message):
+    """`future` bounds how far a fast producer clock can push the watermark: at or past the
+    watermark, one such producer would make every other producer's events late."""
+    doc = yaml.safe_load((CONSUMERS / "rpc-billing.yaml").read_text()) | {"job": "spark/job.py"}
+    doc = {k: v for k, v in (doc | change).items() if v is not None}
+    d = _write_spec(tmp_path, "rpc-billing", **doc)
+    with pytest.raises(SpecInvalid, match=message):
+        load_spec("rpc-billing", registry, d, tmp_path)
+    if "watermark" in doc:  # not given: the default, one minute; `off`: no check
+        for given, want in ((None, 60), ("off", None), (False, None)):
+            doc = {k: v for k, v in (doc | {"future": given}).items() if v is not None}
+            spec = load_spec("rpc-billing", registry, _write_spec(tmp_path, "rpc-billing", **doc),
+                             tmp_path)
+            assert spec.future_seconds == want
 
 
 def _write_spec(tmp_path: Path, name: str, **doc) -> Path:
