@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import dead_letter
+from ..jobs.events import FUTURE
 from ..jobs.totals import LATE
 from . import DASHBOARDS_DIR, alerts
 from . import dead_letter_monitor as monitor
@@ -394,7 +395,8 @@ DL_NOW = Row(f"Dead letters now (last {DL_WINDOW}, exact)", (
         description="Who refused what, and why. stage `producer:<principal>`: that service sent "
                     "events its schema refuses (its team fixes the producer); `job:<group>`: a job "
                     f"refused them (`schema.*`/`json.*`: still the producer; `{LATE}`: decide "
-                    "with billing). The error class names the cause; each record's hs.error.message "
+                    f"with billing; `{FUTURE}`: that producer's clock is ahead). The error "
+                    "class names the cause; each record's hs.error.message "
                     f"names the field (runbook step 1 reads them, step 2 finds the cause). A row at 0 "
                     f"had letters earlier but none in {DL_WINDOW}. {RUNBOOK}"),
     Panel(f"Retained on {dead_letter.TOPIC} (replayable)", (
