@@ -13,6 +13,8 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
@@ -199,8 +201,10 @@ def job_env(cluster, principal: str, home: Path, store: s3.S3Access | None = Non
 def run_once(cluster, name: str, principal: str, home: Path, consumers: Path | None = None,
              store: s3.S3Access | None = None, extra_env: dict[str, str] | None = None):
     """`hanzo-stream jobs run NAME --once` as a subprocess; returns its output. Without
-    `consumers`, the spec's fast_specs copy."""
-    consumers = consumers or fast_specs(home, name)
+    `consumers`: the spec as it ships, or a windowed job's fast_specs copy (2030s events)."""
+    if consumers is None:
+        shipped = yaml.safe_load((ROOT / "consumers" / f"{name}.yaml").read_text())
+        consumers = fast_specs(home, name) if "watermark" in shipped else ROOT / "consumers"
     proc = subprocess.run(
         [sys.executable, "-m", "hanzo_stream.jobs.cli", "run", name, "--once",
          "--registry", str(ROOT / "topics.yaml"), "--consumers", str(consumers)],
@@ -220,6 +224,67 @@ def run_once(cluster, name: str, principal: str, home: Path, consumers: Path | N
 def assert_caught_up(cluster, group: str, topic: str) -> None:
     committed, ends = offsets_of(cluster, group, topic)
     assert committed == ends, f"{group}: committed {committed} != end offsets {ends}"
+
+
+@dataclass
+class Outage:
+    """How a supervised job rode out its store's outage (ride_out)."""
+
+    outcome: str = "rode it out"
+    restarts: int = 0
+    caught_up_s: float = 0.0
+
+
+def ride_out(cluster, job: str, topic: str, producer: str, key: str, events: list[dict],
+             start: Callable[[], None], progressed: Callable[[], bool], home: Path,
+             down: Callable[[], None], up: Callable[[], None], seconds: float = 60.0) -> Outage:
+    """A third of `events` first; once `progressed()`, the store goes `down()` for `seconds`
+    while the second third keeps arriving, then `up()` and the rest. The job is supervised as
+    Kubernetes would: restarted (at most 3 times) if it exits. Returns once it has caught up.
+
+    During the outage, no committed offset may move while the log end does: what the
+    ConsumerStalled alert reads (its window and `for:` are promtool's to prove)."""
+    from hanzo_stream.jobs import process
+
+    from .conftest import wait_for
+
+    third = len(events) // 3
+    before, during, after = events[:third], events[third:2 * third], events[2 * third:]
+    produce(cluster, producer, topic, [(e[key], e) for e in before])
+    out = Outage()
+    start()
+    try:
+        wait_for(lambda: progressed() or None, JOB_TIMEOUT, f"{job}'s first batches")
+        down()
+        down_at = time.monotonic()
+        held = None
+        for i in range(0, len(during), 50):  # events keep arriving through the outage
+            produce(cluster, producer, topic, [(e[key], e) for e in during[i:i + 50]])
+            time.sleep(max(0.0, down_at + (i + 50) / len(during) * seconds - time.monotonic()))
+            if held is None and time.monotonic() - down_at > seconds / 3:
+                held = offsets_of(cluster, job, topic)[0]
+        state = process.status(job, home)
+        if not state["running"]:
+            out.outcome = f"exited during the outage ({state.get('last_log_line')})"
+        committed, ends = offsets_of(cluster, job, topic)
+        assert committed == held and sum(ends.values()) - sum(committed.values()) >= 2 * len(during) // 3
+        up()
+        back_at = time.monotonic()
+        produce(cluster, producer, topic, [(e[key], e) for e in after])
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:
+            if not process.status(job, home)["running"]:
+                out.restarts += 1  # the supervisor's part: a pod's restartPolicy does the same
+                assert out.restarts <= 3, Path(process.log_file(job, home)).read_text()[-4000:]
+                start()
+            committed, ends = offsets_of(cluster, job, topic)
+            if committed == ends:
+                break
+            time.sleep(1)
+        out.caught_up_s = time.monotonic() - back_at
+    finally:
+        process.stop(job, home)
+    return out
 
 
 def chdb_query(path: Path, sql: str):
