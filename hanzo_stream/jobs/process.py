@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -80,19 +81,27 @@ def record_exit(state_dir: Path, code: int, pid: int | None = None) -> None:
     f.write_text(json.dumps({"code": code, "pid": pid or os.getpid(), "at": time.time()}))
 
 
-def log_tail(name: str, home: Path, lines: int = 10) -> list[str]:
+def log_tail(name: str, home: Path, lines: int = 10, max_bytes: int = 64 * 1024) -> list[str]:
     """The last non-empty lines of the job's log (read from its end: logs grow large)."""
     try:
         with open(log_file(name, Path(home).resolve()), "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
             text = f.read().decode(errors="replace")
     except OSError:
         return []
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
+_RAISED = re.compile(r"^\s*(?:Caused by: )?[\w.$]*(?:Error|Exception)\b[^:]*: \S")
+
+
 def _last_error(tail: list[str]) -> str | None:
-    """The line most likely to say why: the last one naming an error, else the last one."""
+    """The line most likely to say why: the last exception raised (a Spark query's failure
+    ends in a dump of its plan, hundreds of lines), else the last one naming an error, else
+    the last line."""
+    for line in reversed(tail):
+        if _RAISED.match(line):
+            return line.strip()
     for line in reversed(tail):
         if any(w in line for w in ("ERROR", "Error", "error:", "Exception", "Traceback")):
             return line
@@ -197,7 +206,7 @@ def status(name: str, home: Path) -> dict:
     if code == 0 and info.get("once"):
         return out | {"state": "exited", "exit_code": 0}
     return out | {"state": "failed", "exit_code": code,
-                  "last_log_line": _last_error(log_tail(name, home))}
+                  "last_log_line": _last_error(log_tail(name, home, 2000, 1024 * 1024))}
 
 
 def _exit_code(name: str, home: Path, pid: int | None) -> int | None:

@@ -702,6 +702,8 @@ def test_analytics_ingest_rides_out_a_minute_when_clickhouse_refuses_writes(clus
     print(f"\nanalytics-ingest, ClickHouse read-only 60 s: {outage.outcome}; restarts "
           f"{outage.restarts}; caught up {outage.caught_up_s:.0f}s after; {row['n']} rows of "
           f"{len(events)} events ({row['ids']} distinct)")
+    # The job failed the batch and exited; its status names the cause.
+    assert "Read-only file system" in outage.outcome, outage.outcome
     # No FINAL: a replayed batch's insert was dropped by its token, so a plain count is exact.
     assert row == {"n": len(events), "ids": len(events)}
     assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")

@@ -157,6 +157,23 @@ def test_up_shows_a_job_that_dies_at_start_as_failed_with_its_log(registry, tmp_
     assert "failed (exit code 3)" in text and "last: ERROR hanzo_stream.jobs: SASL" in text
 
 
+def test_a_failed_spark_query_shows_its_cause_not_its_plan():
+    """A query that failed ends its log with the plan, hundreds of lines after the exception;
+    `status` shows the last exception raised (what on-call needs), not a line of the plan."""
+    from hanzo_stream.jobs.process import _last_error
+
+    cause = ("chdb._exceptions.ChdbError: Code: 1001. DB::Exception: filesystem error: in "
+             "create_directories: Read-only file system [/data/store/tmp_insert_1]")
+    tail = ["Traceback (most recent call last):", '  File "clickhouse.py", line 99, in write',
+            cause, "", "=== Streaming Query ===", "Current State: ACTIVE", "Logical Plan:",
+            *[f"{'   ' * i}+- ~Project [topic#9, partition#10]" for i in range(300)],
+            "   +- ~StreamingDataSourceV2ScanRelation[key#7, value#8] KafkaTable"]
+    assert _last_error(tail) == cause
+    assert _last_error(["ERROR hanzo_stream.jobs: SASL authentication failed", "bye"]).startswith(
+        "ERROR hanzo_stream.jobs: SASL")  # no exception raised: the line naming the error
+    assert _last_error(["all", "quiet"]) == "quiet"
+
+
 def test_up_ticks_a_job_at_its_first_progress_and_down_makes_it_stopped(registry, tmp_path, fake_jobs):
     fake_jobs["code"] = PROGRESSES
     ctx = _recording_ctx(registry, tmp_path, settle_s=30)
