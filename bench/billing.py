@@ -451,7 +451,7 @@ def report(args, billing: Job, sweep: list[Run], other: Run, rpc_job: Job, rpc: 
         f"{min(args.sweep_events, n_events):,} events (produced first), the rest read all of them. "
         "Each batch after the first (warm-up: connections, code "
         "generation, a cold JIT) counts: records from its offsets, time = triggerExecution. "
-        f"Target from issue 11: {TARGET:,} ev/s at the production size, totals exact.",
+        f"Target (issues 11 and 26): {TARGET:,} ev/s at the production size, totals exact.",
         "",
         "| max_offsets_per_trigger | events read | batches after warm-up | their events | "
         "seconds in them | events/s | warm-up batch | closed windows exact |",

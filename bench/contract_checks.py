@@ -47,7 +47,7 @@ def events(topic: str, n: int) -> list[tuple[bytes, bytes]]:
     import pipeline
 
     if topic == "llm_usage":
-        return [(k.encode(), v.encode()) for k, v, *_ in (billing.event(i, n, 24) for i in range(n))]
+        return [(e.key.encode(), e.value.encode()) for e in (billing.llm_usage(i, n, 24) for i in range(n))]
     pad = "abcdefghij" * 820
     return [(k.encode(), v.encode()) for k, v in (pipeline._insights(i, pad) for i in range(n))]
 

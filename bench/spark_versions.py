@@ -183,7 +183,7 @@ def run_worker(python: Path, cfg: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def check_windows(windows: list[dict], totals: dict, version: str) -> int:
+def check_windows(windows: list[dict], totals: dict, version: str, job) -> int:
     """Every emitted window carries exactly the totals produced for it; returns how many."""
     problems, seen = [], set()
     for w in windows:
@@ -191,7 +191,7 @@ def check_windows(windows: list[dict], totals: dict, version: str) -> int:
         if key in seen:
             problems.append(f"{key}: emitted twice")
         seen.add(key)
-        want = totals[key].expected()
+        want = totals[key].expected(job)
         got = {"request_count": w["request_count"], "prompt_tokens": w["prompt_tokens"],
                "completion_tokens": w["completion_tokens"], "total_tokens": w["total_tokens"],
                "cost_usd": Decimal(w["cost_usd"])}
@@ -232,6 +232,7 @@ def main() -> None:
     creds = credentials.of_home(home)
     cluster = kafka.start(home / "kafka", creds, heap_mb=1024)
     hours = 24.0
+    job = bb.load_job("billing-agg", bb.llm_usage)
     totals: dict = {}
     results: dict[str, list[dict]] = {v: [] for v in pythons}
     try:
@@ -241,7 +242,7 @@ def main() -> None:
             f.result(30)
         del admin
         ps.produce(conn.confluent(), args.insights)
-        bb.produce(conn.confluent(), 0, args.llm, args.llm, hours, totals)
+        bb.produce(job, conn.confluent(), 0, args.llm, args.llm, hours, totals)
         base = {"kafka": conn.java(), "tuning": events.KAFKA_SOURCE_TUNING, "insights_topic": EVENTS,
                 "llm_topic": LLM, "insights": args.insights, "runs": args.runs,
                 "max_offsets": args.max_offsets}
@@ -250,7 +251,7 @@ def main() -> None:
             for v in versions[r % 2:] + versions[:r % 2]:
                 cfg = base | {"jars": jar_sets[v], "checkpoint": str(home / f"ckpt-{v}-{r}")}
                 got = run_worker(pythons[v], cfg)
-                got["checked"] = check_windows(got.pop("windows"), totals, v)
+                got["checked"] = check_windows(got.pop("windows"), totals, v, job)
                 results[v].append(got)
                 print(f"round {r + 1} Spark {got['version']}: " + ", ".join(
                     f"{s} {got[s]:,.0f} ev/s" for s in STAGES) + f", {got['checked']} windows exact",
