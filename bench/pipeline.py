@@ -260,7 +260,7 @@ def plot(samples, rate: float, llm_rate: float, runs: list[LiveRun], path: Path)
 
 @dataclass
 class LiveRun:
-    """One live run: what was produced, how late rows became queryable, how far lag rose."""
+    """One live run: what was produced, how long rows took to become queryable, how far lag rose."""
 
     sent: dict[str, int]
     seconds: float
@@ -293,11 +293,11 @@ def live_run(args, cluster, creds, sampler: LagSampler, t0: float, ingest_metric
     drained = _wait_drained(sampler, args.drain_timeout, after=produce_end)
     end = time.monotonic() - t0
     batches = [m for m in read_metrics(ingest_metrics) if m["at"] >= wall0]
-    lags = [lags for t, lags, _ in sampler.samples if start <= t <= end]
+    in_run = [lag for t, lag, _ in sampler.samples if start <= t <= end]
     return LiveRun(sent={t: sum(n for tt, n, _ in produced if tt == t) for t in (EVENTS, LLM)},
                    seconds=max(s for _, _, s in produced), start=start, produce_end=produce_end,
                    drained=drained, drain_s=end - produce_end, latency=latency_quantiles(batches),
-                   max_lag={g: max((lag.get(g, 0) for lag in lags), default=0)
+                   max_lag={g: max((lag.get(g, 0) for lag in in_run), default=0)
                             for g in ("analytics-ingest", "billing-agg")})
 
 
