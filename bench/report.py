@@ -18,12 +18,12 @@ HEADER = ("# Benchmarks\n\nEach section is written by its script under `bench/`;
           "absolute numbers across sections.\n")
 
 
-def write_section(title: str, body: str) -> None:
-    text = DOC.read_text() if DOC.exists() else HEADER
+def write_section(title: str, body: str, doc: Path = DOC, header: str = HEADER) -> None:
+    text = doc.read_text() if doc.exists() else header
     stamp = f"_{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}_\n\n"
     section = f"## {title}\n\n{stamp}{body.rstrip()}\n"
     pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else \
         text.rstrip() + "\n\n" + section
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text)
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text(text)

@@ -91,6 +91,13 @@ VARIABLES: tuple[Variable, ...] = (
              "`1`: use (and keep) the node `hanzo-stream local kube up` started."),
     Variable("HANZO_STREAM_KUBE_REPORT", "the Kubernetes tests",
              "Where each change's cost (plan, restarts, losses) is written."),
+    Variable("HANZO_STREAM_LANE", "the test suite (tests/lanes.sh sets it)",
+             "`unit` or `integration`: the lane a pytest run is, named in its profile."),
+    Variable("HANZO_STREAM_SUITE_PROFILE", "the test suite",
+             "Where each lane's profile goes (default `.hanzo-stream/suite-profile`)."),
+    Variable("HANZO_STREAM_COVERAGE", "tests/lanes.sh",
+             "`1`: measure the production code's line coverage in every Python process the "
+             "suite starts (bench/suite_profile.py --coverage)."),
 )
 
 

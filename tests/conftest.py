@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from hanzo_stream.registry import Registry, load_registry
+
+from .suite_profile import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,38 +39,8 @@ def pytest_collection_modifyitems(config, items) -> None:
                re.match(r"test_kube_\d", item.path.name) is not None)
 
 
-# Where a run's time goes, also when CI cuts it off: each module's start is printed with the
-# time since the session began, and the modules' wall times at the end.
-_clock: dict = {"module": None}
-_modules: dict[str, float] = {}
-
-
-def pytest_sessionstart(session) -> None:
-    _clock.update(session=time.monotonic(),
-                  reporter=session.config.pluginmanager.get_plugin("terminalreporter"))
-
-
-def _close_module(now: float) -> None:
-    if _clock["module"]:
-        _modules[_clock["module"]] = _modules.get(_clock["module"], 0.0) + now - _clock["since"]
-
-
-def pytest_runtest_logstart(nodeid: str, location) -> None:
-    module = nodeid.split("::")[0]
-    if _clock["module"] == module:
-        return
-    now = time.monotonic()
-    _close_module(now)
-    _clock.update(module=module, since=now)
-    if _clock.get("reporter") is not None:
-        _clock["reporter"].write("\n")  # after the progress dots of the module before
-        _clock["reporter"].write_line(f"[{now - _clock['session']:6.0f} s] {module}")
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    _close_module(time.monotonic())
-    slow = sorted(_modules.items(), key=lambda kv: -kv[1])[:15]
-    if slow:
-        terminalreporter.write_sep("=", "slowest modules (wall time, set-up and tear-down included)")
-        for module, seconds in slow:
-            terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
+def pytest_configure(config) -> None:
+    """Where a run's time goes, per module (tests/suite_profile.py); HANZO_STREAM_LANE is set by
+    tests/lanes.sh."""
+    config.pluginmanager.register(Profile(os.environ.get("HANZO_STREAM_LANE") or "adhoc"),
+                                  "suite-profile")
