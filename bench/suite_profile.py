@@ -29,6 +29,7 @@ PROFILE = ROOT / ".hanzo-stream" / "suite-profile"
 COVERAGE = ROOT / ".hanzo-stream" / "coverage" / "coverage.json"
 DOC = ROOT / "docs" / "testing.md"
 HEADER = "# Testing\n"
+LANES = ("integration", "local", "kube", "unit")  # tests/lanes.sh; `integration` before 3 lanes
 
 
 def proves(module: str) -> str:
@@ -44,13 +45,20 @@ def waited(wall: float, cpu: float, cores: int) -> float:
     return max(0.0, wall - cpu / cores)
 
 
+def cpu_of(lane: dict, m: dict) -> float:
+    """The module's CPU; profiles before lane cgroups had the machine's un-niced busy time for
+    the integration lane and rusage for the unit lane (tests/suite_profile.py at 3b5039b)."""
+    if "cpu" in m:
+        return m["cpu"]
+    return m["own_cpu"] if lane["lane"] == "unit" else m["machine_cpu"]
+
+
 def table(lane: dict) -> tuple[str, float, float]:
     cores = lane["cores"]
-    integration = lane["lane"] != "unit"
     rows, total_cpu = [], 0.0
     mods = sorted(lane["modules"].items(), key=lambda kv: -kv[1]["wall"])
     for name, m in mods:
-        cpu = m["machine_cpu"] if integration else m["own_cpu"]
+        cpu = cpu_of(lane, m)
         total_cpu += cpu
         slowest = max(m["tests"].items(), key=lambda kv: kv[1], default=("", 0.0))
         test = slowest[0].split("::", 1)[-1] if slowest[0] else ""
@@ -75,14 +83,17 @@ def coverage() -> str:
 def render(commit: str, whole: float | None) -> str:
     parts = [f"Commit `{commit}`." + (f" `tests/lanes.sh` took **{whole:,.0f} s** in all." if whole
                                       else ""), coverage()]
-    for name in ("integration", "unit"):
+    for name in LANES:
         path = PROFILE / f"{name}.json"
         if not path.exists():
             continue
-        body, wall, cpu = table(json.loads(path.read_text()))
-        what = ("CPU: the machine's un-niced busy time while the module ran (its brokers, Spark, "
-                "pods)" if name == "integration" else
-                "CPU: the pytest process's own and its reaped children's; it runs at nice 10")
+        lane = json.loads(path.read_text())
+        body, wall, cpu = table(lane)
+        what = ("CPU: the lane's cgroup, everything it started (brokers, Spark, the node's pods)"
+                if lane.get("cgroup") else
+                "CPU: the pytest process's own and its reaped children's (it runs at nice 10)"
+                if name == "unit" else
+                "CPU: the machine's un-niced busy time while the module ran (brokers, Spark, pods)")
         parts.append(f"### The {name} lane: {wall:,.0f} s wall, {cpu:,.0f} s CPU\n\n{what}; "
                      f"waits: wall minus CPU over the cores.\n\n{body}")
     return "\n\n".join(parts)

@@ -40,7 +40,8 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def pytest_configure(config) -> None:
-    """Where a run's time goes, per module (tests/suite_profile.py); HANZO_STREAM_LANE is set by
-    tests/lanes.sh."""
-    config.pluginmanager.register(Profile(os.environ.get("HANZO_STREAM_LANE") or "adhoc"),
+    """Where a run's time goes, per module (tests/suite_profile.py); tests/lanes.sh names the
+    lane and its cgroup."""
+    config.pluginmanager.register(Profile(os.environ.get("HANZO_STREAM_LANE") or "adhoc",
+                                          os.environ.get("HANZO_STREAM_LANE_CGROUP")),
                                   "suite-profile")

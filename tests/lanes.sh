@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# The full suite as `./dev test` (and CI) runs it: two pytest processes side by side.
-# The integration tests run at normal priority. The unit tests (CPU only, no service) run
-# beside them at nice 10, as the background Go build does, on the CPU the integration tests
-# leave idle while they wait on brokers, Spark batches and pods (a third of two cores,
-# measured). Not nice 19: a few unit tests wait seconds on a subprocess and would starve.
-# The unit lane's output follows the integration lane's; the exit code is the worse one.
-# Each lane writes its profile (tests/suite_profile.py); HANZO_STREAM_COVERAGE=1 also measures
-# the production code's line coverage, in every Python process the suite starts
+# The full suite as `./dev test` (and CI) runs it: three pytest processes side by side.
+#   local  tests/integration but the Kubernetes modules: brokers, Spark, Prometheus as processes
+#   kube   tests/integration/test_kube_*.py: the real node and its stacks, which mostly wait on
+#          pods, kubelet and Pulumi; on a cold machine it first waits for the Go builds
+#   unit   tests/unit at nice 10 (as the background Go build): CPU only, no service, on what
+#          the other two leave idle. Not nice 19: a few unit tests wait seconds on a subprocess.
+# The local lane prints as it goes; the others print a one-line result when they end and their
+# whole output after it. The exit code is the worst lane's.
+# Each lane runs in a cpuacct cgroup of its own (when the machine lets us make one), so its
+# profile (tests/suite_profile.py) counts the CPU of everything it started. HANZO_STREAM_COVERAGE=1
+# also measures the production code's line coverage, in every Python process the suite starts
 # (bench/suite_profile.py --coverage).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-unit_log="$(mktemp -t hanzo-unit-lane.XXXXXX)"
-trap 'rm -f "$unit_log"' EXIT
+logs="$(mktemp -d -t hanzo-lanes.XXXXXX)"
+cgroups=()
+cleanup() {  # the machine as it was: every lane cgroup emptied into its parent, then removed
+  for g in ${cgroups[@]+"${cgroups[@]}"}; do
+    [ -d "$g" ] || continue
+    while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null; done <"$g/cgroup.procs"
+    rmdir "$g" 2>/dev/null
+  done
+  rm -rf "$logs"
+}
+trap cleanup EXIT
 py=(python)
 if [ "${HANZO_STREAM_COVERAGE:-}" = 1 ]; then
   cov="$PWD/.hanzo-stream/coverage"
@@ -28,24 +40,46 @@ RC
   export COVERAGE_RCFILE="$cov/coveragerc"
   py=(python -m coverage run)
 fi
-(
-  HANZO_STREAM_LANE=unit nice -n 10 "${py[@]}" -m pytest -q -p no:cacheprovider --durations=10 \
-    tests/unit >"$unit_log" 2>&1
-  code=$?
-  echo; echo "[unit lane, exit $code] $(tail -n 1 "$unit_log")"  # seen even if CI cuts the run off later
-  exit $code
-) &
+
+for name in local kube unit; do  # made here, so that cleanup sees them
+  mkdir "/sys/fs/cgroup/cpuacct/hanzo-lane-$name-$$" 2>/dev/null &&
+    cgroups+=("/sys/fs/cgroup/cpuacct/hanzo-lane-$name-$$")
+done
+lane() {  # NAME NICE PYTEST-ARGS...: one pytest process, in its lane's cgroup (in a subshell)
+  local name=$1 niceness=$2; shift 2
+  local g="/sys/fs/cgroup/cpuacct/hanzo-lane-$name-$$"
+  { [ -d "$g" ] && echo "$BASHPID" >"$g/cgroup.procs"; } 2>/dev/null || g=""
+  HANZO_STREAM_LANE=$name HANZO_STREAM_LANE_CGROUP=$g nice -n "$niceness" \
+    "${py[@]}" -m pytest -q -p no:cacheprovider "$@"
+}
+background() {  # NAME NICE PYTEST-ARGS...: a lane logged to a file
+  local name=$1
+  (
+    lane "$@" >"$logs/$name.log" 2>&1
+    code=$?
+    echo; echo "[$name lane, exit $code] $(tail -n 1 "$logs/$name.log")"  # seen even if CI cuts the run off later
+    exit $code
+  ) &
+}
+kube_modules=(tests/integration/test_kube_*.py)
+background unit 10 --durations=10 tests/unit
 unit_pid=$!
-HANZO_STREAM_LANE=integration "${py[@]}" -m pytest -q --durations=30 tests/integration
-integration=$?
-wait "$unit_pid"
-unit=$?
-echo
-echo "==================== the unit lane (tests/unit, run beside the integration tests) ===================="
-cat "$unit_log"
-echo "==> integration lane: exit $integration; unit lane: exit $unit"
+background kube 0 --durations=15 "${kube_modules[@]}"
+kube_pid=$!
+(lane local 0 --durations=20 tests/integration --ignore-glob='tests/integration/test_kube_*.py')
+local_code=$?
+wait "$kube_pid"; kube_code=$?
+wait "$unit_pid"; unit_code=$?
+for name in kube unit; do
+  echo
+  echo "==================== the $name lane (run beside the local integration tests) ===================="
+  cat "$logs/$name.log"
+done
+echo "==> local lane: exit $local_code; kube lane: exit $kube_code; unit lane: exit $unit_code"
 if [ "${HANZO_STREAM_COVERAGE:-}" = 1 ]; then
   python -m coverage combine -q && python -m coverage json -q -o "$cov/coverage.json" &&
     python -m coverage report --format=total | sed 's/^/==> production line coverage: /;s/$/%/'
 fi
-exit $(( integration > unit ? integration : unit ))
+worst=$local_code
+for c in $kube_code $unit_code; do [ "$c" -gt "$worst" ] && worst=$c; done
+exit "$worst"

@@ -3,19 +3,19 @@ long it waited. Every run writes it (bench/suite_profile.py renders docs/testing
 each module's start is printed with the time since the session began, so a run CI cuts off
 still says where it was.
 
-CPU is read machine-wide from /proc/stat, not per process: the brokers, Spark drivers,
-kubelets and pods a module starts are not all its children (containerd's shims are re-parented
-to init). The lanes keep the figures apart by priority: the integration lane runs at nice 0,
-the unit lane and the background Go builds at nice 10, which /proc/stat counts as `nice`. So an
-integration module's CPU is the machine's un-niced busy time while it ran, and a unit module's
-is its own process's with its children's (rusage), as nothing else runs un-niced beside it.
+The brokers, Spark drivers, kubelets and pods a module starts are not all its children
+(daemons re-parent to init), so CPU is read from cgroups: tests/lanes.sh runs each lane in a
+cpuacct cgroup of its own (HANZO_STREAM_LANE_CGROUP), which every process it starts stays in
+however it detaches, and the session's Kubernetes node keeps its pods under a cgroup root
+named after this process (hanzo_stream/kube/node.py), counted too. Without a lane cgroup (a
+plain `pytest`), CPU is the machine's busy time while the module ran.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import resource
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,26 +25,38 @@ OUT = Path(os.environ.get("HANZO_STREAM_SUITE_PROFILE",
 HZ = os.sysconf("SC_CLK_TCK")
 
 
-def machine_cpu() -> tuple[float, float]:
-    """(un-niced busy, niced busy) CPU seconds of the whole machine since boot."""
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+def machine_cpu() -> float:
+    """Busy CPU seconds of the whole machine since boot."""
     with open("/proc/stat") as f:
         user, nice, system, _idle, _iowait, irq, softirq, steal = (
             int(x) for x in f.readline().split()[1:9])
-    return (user + system + irq + softirq + steal) / HZ, nice / HZ
+    return (user + nice + system + irq + softirq + steal) / HZ
 
 
-def own_cpu() -> float:
-    """CPU seconds of this process and the children it has reaped."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+class LaneCpu:
+    """CPU seconds of the lane: its cgroup and the session node's pods. A cgroup that is gone
+    (the node torn down) keeps the last value read, so no module's figure runs backwards."""
+
+    def __init__(self, lane_cgroup: str | None) -> None:
+        self.cgroups = [Path(lane_cgroup), CPUACCT / f"hanzo-kt{os.getpid()}"] if lane_cgroup else []
+        self.last: dict[Path, float] = {}
+
+    def __call__(self) -> float:
+        if not self.cgroups:
+            return machine_cpu()
+        for g in self.cgroups:
+            with contextlib.suppress(OSError, ValueError):
+                self.last[g] = int((g / "cpuacct.usage").read_text()) / 1e9
+        return sum(self.last.values())
 
 
 @dataclass
 class Module:
     wall: float = 0.0
-    machine_cpu: float = 0.0  # un-niced, machine-wide
-    niced_cpu: float = 0.0
-    own_cpu: float = 0.0
+    cpu: float = 0.0  # the lane's (LaneCpu)
     tests: dict[str, float] = field(default_factory=dict)  # test id -> set-up + call + tear-down
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -52,16 +64,17 @@ class Module:
 class Profile:
     """A pytest plugin: one Module per test module, written as JSON at the end of the run."""
 
-    def __init__(self, lane: str) -> None:
+    def __init__(self, lane: str, lane_cgroup: str | None) -> None:
         self.lane = lane
+        self.cpu = LaneCpu(lane_cgroup)
         self.modules: dict[str, Module] = {}
         self.current: str | None = None
-        self.mark: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+        self.mark: tuple[float, float] = (0.0, 0.0)
         self.started = time.monotonic()
         self.reporter = None
 
-    def _sample(self) -> tuple[float, float, float, float]:
-        return (time.monotonic(), *machine_cpu(), own_cpu())
+    def _sample(self) -> tuple[float, float]:
+        return time.monotonic(), self.cpu()
 
     def _close(self) -> None:
         if self.current is None:
@@ -69,9 +82,7 @@ class Profile:
         now = self._sample()
         m = self.modules.setdefault(self.current, Module())
         m.wall += now[0] - self.mark[0]
-        m.machine_cpu += now[1] - self.mark[1]
-        m.niced_cpu += now[2] - self.mark[2]
-        m.own_cpu += now[3] - self.mark[3]
+        m.cpu += now[1] - self.mark[1]
         self.mark = now
 
     def pytest_sessionstart(self, session) -> None:
@@ -101,10 +112,10 @@ class Profile:
             terminalreporter.write_sep("=", "slowest modules (wall time, set-up and tear-down "
                                             "included; CPU: see tests/suite_profile.py)")
             for name, m in slow:
-                cpu = m.machine_cpu if self.lane == "integration" else m.own_cpu
-                terminalreporter.write_line(f"{m.wall:8.1f} s  cpu {cpu:7.1f} s  {name}")
+                terminalreporter.write_line(f"{m.wall:8.1f} s  cpu {m.cpu:7.1f} s  {name}")
         OUT.mkdir(parents=True, exist_ok=True)
-        doc = {"lane": self.lane, "cores": os.cpu_count(), "wall": time.monotonic() - self.started,
+        doc = {"lane": self.lane, "cores": os.cpu_count(), "cgroup": bool(self.cpu.cgroups),
+               "wall": time.monotonic() - self.started,
                "finished": time.time(), "modules": {k: asdict(v) for k, v in self.modules.items()}}
         (OUT / f"{self.lane}.json").write_text(json.dumps(doc, indent=1))
 

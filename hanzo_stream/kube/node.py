@@ -413,6 +413,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "podLogsDir": str(self.home / "pod-logs"),
             "healthzBindAddress": "127.0.0.1", "readOnlyPort": 0,
             "serializeImagePulls": False, "maxPods": 60,
+            # A changed Secret reaches its pods' volumes at their next sync: within 10 s here,
+            # not the default minute, so the tests of a certificate change wait less. What they
+            # prove holds at any period (tests/integration/test_kube_3_growth.py waits for it).
+            "syncFrequency": "10s",
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%",
                              "imagefs.available": "2%"},

@@ -1,12 +1,14 @@
 """Day-one and day-two changes on the real cluster, each under acks=all load with every
 acknowledged event counted afterwards (tests/integration/kube.py `change`): the dev stack grown
-from one broker to three by docs/runbooks/scaling-1-to-3.md's steps; on the grown stack a
-service team's new principal and a CA rollover (docs/runbooks/ca-rollover.md; no restart: the
-tls-reload sidecar serves each step), then the changes that roll every broker (a broker config
-override, the image tag), through the roll gate (hanzo_stream/roll_gate.py: a broker stops only
-when no partition would fall under min ISR, and counts as back only when its replicas are in
-sync again); a larger `storageSize`; and `pulumi destroy` and `pulumi up` again on the retained
-volumes.
+from one broker to three by docs/runbooks/scaling-1-to-3.md's steps; on the grown stack the
+changes that restart no broker, two to a `pulumi up` (one walk of the same path: a plan that
+leaves the pod template as it is): a service team's new principal with the CA rollover's first
+step, the rollover's second (docs/runbooks/ca-rollover.md; the tls-reload sidecar serves each
+step), then the changes that roll every broker (a broker config override, the image tag)
+through the roll gate (hanzo_stream/roll_gate.py: a broker stops only when no partition would
+fall under min ISR, and counts as back only when its replicas are in sync again); a lost
+volume; the rollover's last step with a larger `storageSize`; and `pulumi destroy` and
+`pulumi up` again on the retained volumes.
 
 Runs on the session's dev stack after test_kube_1_dev and _2_spark, in this order, and destroys
 it at the end (its last user). What each change cost (plan, restarts, time under min ISR,
@@ -110,18 +112,26 @@ def test_fewer_brokers_are_refused_before_anything_changes(dev):
 NEW_PRINCIPAL = "forecasting"  # not in topics.yaml
 
 
-def test_a_new_principal_restarts_no_broker(dev, tmp_path):
-    """A service team's pull request adds a principal: its Secret and SCRAM login appear, and
-    no broker restarts (the reconciler Job creates the user in the metadata log). The Secrets
-    that list every principal are updated in place, never deleted and created again
-    (Pulumi.yaml's kubernetes:enableSecretMutable)."""
+def test_a_new_principal_and_the_next_ca_restart_no_broker(dev, tmp_path):
+    """One `pulumi up` of two changes that restart nothing, as the tests before 2026-12-02 ran
+    them one by one: a service team's pull request adds a principal, and the CA rollover's
+    first step (docs/runbooks/ca-rollover.md) trusts the next CA beside the current one.
+
+    The principal's Secret and SCRAM login appear (the reconciler Job creates the user in the
+    metadata log). The Secrets that list every principal are updated in place, never deleted
+    and created again (Pulumi.yaml's kubernetes:enableSecretMutable). The trust bundle holds
+    both CAs and each pod's tls-reload sidecar has its broker re-read it."""
+    from cryptography import x509
+
     listing = (JAAS_SECRET, RECONCILER_SECRET)
     uids = {n: dev.json(f"secret/{n}")["metadata"]["uid"] for n in listing}
+    pods, trusted = dev.pods(), trust_reloads(dev)
+    old_ca = dev.outputs["caCertPem"]
     root = checkout_with(tmp_path, lambda doc: (
         doc.__setitem__("replication", {"profile": "cluster"}),
         doc["principals"].append({"name": NEW_PRINCIPAL, "description": "Forecasting reads billing."})))
     dev.deployer.root = root
-    facts = change(dev, "new principal")
+    facts = change(dev, "new principal and CA rollover 1: trust both", caTrust=[1, 2])
     assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
     assert {n: facts["planned"].get(f"secret-{n}") for n in listing} == dict.fromkeys(listing, "update")
     assert not [n for n, op in facts["planned"].items() if n.startswith("secret-") and op == "replace"]
@@ -130,6 +140,15 @@ def test_a_new_principal_restarts_no_broker(dev, tmp_path):
     dev.kubectl("get", "secret", f"kafka-user-{NEW_PRINCIPAL}")
     # It logs in with SCRAM at once (it has no ACLs yet, so it sees no topics).
     in_node(dev.node, [sys.executable, "-c", LOGIN], env=dev.client_env(NEW_PRINCIPAL), timeout=120)
+    assert facts["planned"].get("kafka-ca-2") == "create", facts["planned"]
+    assert dev.outputs["caCertPem"].startswith(old_ca) and len(
+        x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())) == 2
+    # The rollover's step 2 only once every broker trusts both (the runbook's check).
+    t = time.monotonic()
+    wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
+             "every broker reloaded the two-CA bundle")
+    record("CA rollover 1: every broker trusts both", seconds=round(time.monotonic() - t))
+    assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
 
 
 LOGIN = """
@@ -183,43 +202,18 @@ def served_everywhere(dev, tls_crt_b64: str, what: str) -> None:
     assert out["left"] == {}, out
 
 
-def test_a_ca_rollover_restarts_no_broker(dev):
-    """docs/runbooks/ca-rollover.md's three `pulumi up`s, each under acks=all load: trust the
-    next CA beside the current one, issue the brokers' certificate from it (a renewal with a
-    new issuer: the Secret is updated in place and each pod's tls-reload sidecar has its broker
-    re-read its stores), retire the old one. No broker restarts; every listener serves the new
-    certificate; the producers started after step 1 (the bundle) keep working through step 2,
-    and the tests after this one talk to the brokers trusting the new CA alone."""
-    from cryptography import x509
-
-    pods, trusted = dev.pods(), trust_reloads(dev)
-    old_ca = dev.outputs["caCertPem"]
-    facts = change(dev, "CA rollover 1: trust both", caTrust=[1, 2])
-    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
-    assert facts["planned"].get("kafka-ca-2") == "create", facts["planned"]
-    assert dev.outputs["caCertPem"].startswith(old_ca) and len(
-        x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())) == 2
-    # Step 2 only once every broker trusts both (the runbook's check).
-    t = time.monotonic()
-    wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
-             "every broker reloaded the two-CA bundle")
-    record("CA rollover 1: every broker trusts both", seconds=round(time.monotonic() - t))
-
-    before = dev.json("secret", "kafka-tls")["data"]["tls.crt"]
+def test_a_certificate_from_the_new_ca_restarts_no_broker(dev):
+    """The CA rollover's second `pulumi up`, under acks=all load: the brokers' certificate is
+    issued from the next CA (a renewal with a new issuer: the Secret is updated in place and
+    each pod's tls-reload sidecar has its broker re-read its stores). No broker restarts;
+    every listener serves the new certificate; the producers started after step 1 (the
+    bundle) keep working through it."""
+    pods, before = dev.pods(), dev.json("secret", "kafka-tls")["data"]["tls.crt"]
     facts = change(dev, "CA rollover 2: issue from the new CA", caGeneration=2)
     assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
     after = dev.json("secret", "kafka-tls")["data"]["tls.crt"]
     assert after != before
     served_everywhere(dev, after, "CA rollover 2: the new certificate served")
-
-    trusted = trust_reloads(dev)
-    facts = change(dev, "CA rollover 3: retire the old CA", caTrust=[])
-    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
-    assert facts["planned"].get("kafka-ca") == "delete", facts["planned"]
-    (new_ca,) = x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())
-    assert "CN=Hanzo Stream Kafka CA 2" in new_ca.subject.rfc4514_string()
-    wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
-             "every broker reloaded the one-CA bundle")
     assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
 
 
@@ -322,13 +316,26 @@ def test_kafka_0_with_a_blank_volume_rejoins_and_founds_nothing(dev):
     assert f"removed the seat of directory {before[0]}" in log, log[-3000:]
 
 
-def test_a_larger_storage_size_grows_the_volumes_without_a_restart(dev):
-    facts = change(dev, "storageSize 2Gi to 3Gi", storageSize="3Gi")
-    assert facts["broker_restarts"] == 0
+def test_retiring_the_old_ca_and_larger_volumes_restart_no_broker(dev):
+    """One `pulumi up` of two more changes that restart nothing: the CA rollover's last step
+    retires the old CA (the tests after this one talk to the brokers trusting the new CA
+    alone), and a larger `storageSize` grows every broker's volume in place."""
+    from cryptography import x509
+
+    pods, trusted = dev.pods(), trust_reloads(dev)
+    facts = change(dev, "CA rollover 3: retire the old CA, and storageSize 2Gi to 3Gi",
+                   caTrust=[], storageSize="3Gi")
+    assert facts["broker_restarts"] == 0 and facts["statefulset"] == "same", facts
+    assert facts["planned"].get("kafka-ca") == "delete", facts["planned"]
+    (new_ca,) = x509.load_pem_x509_certificates(dev.outputs["caCertPem"].encode())
+    assert "CN=Hanzo Stream Kafka CA 2" in new_ca.subject.rfc4514_string()
     for i in range(3):
         assert dev.json("pvc", f"data-kafka-{i}")["spec"]["resources"]["requests"]["storage"] == "3Gi"
         wait_for(lambda i=i: dev.json("pvc", f"data-kafka-{i}")["status"]["capacity"]["storage"]
                  == "3Gi", 120, f"data-kafka-{i} resized")
+    wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
+             "every broker reloaded the one-CA bundle")
+    assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
 
 
 def test_destroy_and_up_again_keep_every_acknowledged_event(dev):

@@ -12,7 +12,11 @@ and the Spark jobs analytics-ingest and billing-agg run. Then, with nothing stop
 
 and at the end every partition (Kafka's __consumer_offsets too) has 3 in-sync replicas,
 nothing acknowledged was lost or duplicated, the longest pause of each consumer is measured,
-and a broker leading partitions being written is killed while production goes on.
+and a broker leading partitions being written is killed while production goes on and an
+hour of llm_usage is written across the kill; it comes back while the jobs catch up, and
+ClickHouse holds each event exactly once and billing is exact to the micro-dollar, with no
+window billed twice. (That last part was test_failover's own test on a 3-broker cluster of
+its own, with two more Spark starts; the grown cluster is such a cluster.)
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -143,7 +147,16 @@ def isr_counts(cluster: Cluster) -> dict[str, set[tuple[int, int]]]:
 def test_one_broker_grows_to_three_under_load(tmp_path, registry):
     from hanzo_stream.jobs import process
 
-    from .spark_harness import chdb_query, fast_specs, job_env, offsets_of
+    from .spark_harness import (
+        assert_caught_up,
+        billing_events,
+        chdb_query,
+        expected_billing,
+        fast_specs,
+        job_env,
+        offsets_of,
+        usage,
+    )
 
     t0 = time.monotonic()
     home = tmp_path / "state"
@@ -227,20 +240,49 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
         led = Counter(b for t in (failover.TOPIC, "events_plugin_ingestion")
                       for b in failover.leaders(cluster.admin, t).values() if b != 1)
         victim = max(sorted(led), key=led.get)
+        # Billing's proof across the kill: an hour of spend (a day of its own, newer than the
+        # traffic's, whose later events billing-agg then dead-letters as late: not counted
+        # here), ~60 events/s for 20 s from the kill on, then one event that closes the hour.
+        spend_run = uuid.uuid4().hex[:8]
+        day = datetime(2034, 6, 7, tzinfo=UTC)
+        spend = [usage(spend_run, "abc"[i % 3], "xy"[i % 2], day + timedelta(hours=10, seconds=2 * i), i)
+                 for i in range(1200)]
+        closer = usage(spend_run, "a", "x", day + timedelta(hours=11, minutes=45), 7)
+        want = expected_billing(spend + [closer], day + timedelta(hours=11, minutes=35),
+                                "hanzo-stream/billing-agg")
+        assert len(want) == 6  # teams a, b, c x orgs x, y in the closed hour
+        spender = EventProducer.connect(cluster.as_("llm-gateway"), stage="llm-gateway",
+                                        registry=registry, schemas=load(ROOT / "schemas"))
         killed_at = time.monotonic()
         kafka.kill(home / "kafka", victim)
         sent = len(traffic.ledger.sent)
+        for i, e in enumerate(spend):
+            spender.send(e)
+            ahead = killed_at + (i + 1) / 60 - time.monotonic()
+            spender.poll(max(0.0, ahead))
+        spender.send(closer)
+        spender.flush_or_raise()
         wait_for(lambda: len(traffic.ledger.sent) > sent + 20 * RATE, 120, "20 s more of production")
         figures["resume after kill"] = traffic.ledger.resume_seconds(killed_at) or -1
         traffic.stop.set()
         for t in threads:
             t.join(300)
-        # analytics-ingest catches up on two brokers, then holds each event exactly once
+        back = threading.Thread(target=kafka.start, args=(home / "kafka", creds),
+                                kwargs={"only": {victim}, "timeout": 180}, daemon=True)
+        back.start()  # the broker returns while the jobs catch up
+
+        # analytics-ingest catches up, then holds each event exactly once; billing-agg bills
+        # the closed hour once, exactly
         def caught_up() -> bool | None:
             committed, ends = offsets_of(cluster, "analytics-ingest", "events_plugin_ingestion")
             return committed == ends or None
 
         wait_for(caught_up, 300, "analytics-ingest to catch up")
+        wait_for(lambda: len(billing_events(cluster, spend_run)) >= len(want), 300,
+                 "billing-agg to bill the closed hour")
+        time.sleep(5)  # one more trigger of each: a replayed window would show up now
+        back.join(240)
+        assert not back.is_alive(), f"broker {victim} did not come back"
     finally:
         traffic.stop.set()
         for t in threads:
@@ -255,6 +297,9 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
         (row,) = chdb_query(tmp_path / "jobs" / "analytics-ingest" / "chdb",
                             f"SELECT count() AS n, uniqExact(id) AS ids FROM events "
                             f"WHERE startsWith(team_id, '{traffic.run}-')")
+        assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")
+        assert_caught_up(cluster, "billing-agg", "llm_usage")
+        billed = billing_events(cluster, spend_run)
     finally:
         kafka.stop(home / "kafka")
     print(f"\n1 -> 3 brokers under {RATE}+{RATE} events/s: scale {figures['scale']:.1f}s, apply "
@@ -264,10 +309,13 @@ def test_one_broker_grows_to_three_under_load(tmp_path, registry):
           f"held {t1.acked} + produced during {t2.acked} acked, lost {t1.acked_lost + t2.acked_lost}, "
           f"duplicated {t1.duplicated + t2.duplicated}; broker {victim} killed: acks resumed after "
           f"{figures['resume after kill']:.1f}s; ClickHouse {row['n']} rows for {traffic.clicks} "
-          f"events; test {time.monotonic() - t0:.0f}s")
+          f"events; billing events {len(billed)} for {len(want)} closed windows; test "
+          f"{time.monotonic() - t0:.0f}s")
     assert (t1.acked, t1.acked_lost, t1.duplicated) == (20_000, 0, 0)
     assert (t2.failed, t2.unreported, t2.acked_lost, t2.duplicated) == (0, 0, 0, 0)
     assert t2.acked == t2.sent > 20 * RATE
     assert 0 <= figures["resume after kill"] < 30
     assert figures["probe pause"] < 20, figures
     assert row == {"n": traffic.clicks, "ids": traffic.clicks}  # each event exactly once
+    assert {e["data"]["billing_id"]: e for e in billed} == want  # exact Decimal totals
+    assert len(billed) == len(want), "a window was billed twice"
