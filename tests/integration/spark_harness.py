@@ -560,26 +560,3 @@ POISON_JOBS = {  # job -> (its principal, its topic, a principal that produces t
 def poison(size: int) -> bytes:
     """~1 MB that is not an event: bigger than dead_letter can hold, as big as Kafka allows."""
     return (b"not an event: " + bytes(range(256)) * (size // 256 + 1))[:size]
-
-
-def valid_after_poison(job: str, run: str) -> list[dict]:
-    if job == "billing-agg":  # 12:30 moves the watermark past 11:00: the 10:00 hour is billed
-        day = datetime(2039, 9, 10, tzinfo=UTC)
-        return [usage(run, "a", "x", day + timedelta(hours=10, minutes=5), 1),
-                usage(run, "a", "x", day + timedelta(hours=12, minutes=30), 2)]
-    return [insights(run, i, datetime(2039, 9, 10, 10, tzinfo=UTC) + timedelta(seconds=i))
-            for i in range(3)]
-
-
-def assert_valid_ones_processed(cluster, job: str, run: str, valid: list[dict], home: Path) -> None:
-    if job == "billing-agg":
-        want = expected_billing(valid, datetime(2039, 9, 10, 12, 20, tzinfo=UTC),
-                                "hanzo-stream/billing-agg")
-        assert len(want) == 1
-        assert {e["data"]["billing_id"]: e for e in billing_events(cluster, run)} == want
-        return
-    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
-    rows = chdb_query(home / "jobs" / job / "chdb",
-                      f"SELECT id FROM events FINAL WHERE team_id IN ({teams})")
-    assert {r["id"] for r in rows} == {v["id"] for v in valid}
-

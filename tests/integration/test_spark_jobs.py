@@ -10,7 +10,7 @@ Event dates rise through the session, per topic. A fresh checkpoint reads its to
 start, and billing-agg's and rpc-billing's watermark is the newest event time in a batch, so
 a test's events must be newer than every earlier test's on the same topic, or its hours close
 early and its events count as late. llm_usage: 2030 (test_llm_metrics_live.py, which runs
-first) < 2032 < 2038 (crash) < 2039 (poison); agent_rpc_metering: 2036 < 2038 (crash).
+first) < 2032 < 2038 (crash); agent_rpc_metering: 2036 < 2038 (crash).
 The shipped specs refuse event times ahead of the job's clock (`future`), so the windowed jobs
 run here from fast_specs copies with `future: off`; test_clock_skew.py runs the check as shipped.
 """
@@ -45,7 +45,6 @@ from .spark_harness import (
     archive_on_s3,
     assert_caught_up,
     assert_rejected,
-    assert_valid_ones_processed,
     audit_events,
     billing_events,
     chdb_query,
@@ -74,7 +73,6 @@ from .spark_harness import (
     standard,
     usage,
     uuid7,
-    valid_after_poison,
 )
 
 pytestmark = pytest.mark.integration
@@ -112,8 +110,100 @@ def cluster(hip_cluster, registry):
     return hip_cluster
 
 
-def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
-    run = uuid.uuid4().hex[:8]
+CODECS = ("gzip", "snappy", "lz4", "zstd")  # the standard's seeds name all four
+
+
+def _codecs(segment: Path) -> set[str]:
+    """The codecs of the record batches in a log segment (Kafka's v2 batch header: base
+    offset 8, length 4, leader epoch 4, magic 1, CRC 4, attributes 2: codec in bits 0-2)."""
+    data, codecs, at = segment.read_bytes(), set(), 0
+    while at + 23 <= len(data):
+        length = int.from_bytes(data[at + 8:at + 12], "big")
+        if length == 0:
+            break  # preallocated tail
+        attributes = int.from_bytes(data[at + 21:at + 23], "big")
+        codecs.add(("none", "gzip", "snappy", "lz4", "zstd")[attributes & 7])
+        at += 12 + length
+    return codecs
+
+
+def send_in_every_codec(cluster, registry, principal: str, events: dict[str, list[dict]]) -> None:
+    """Each codec's events through the client library, compressed with that codec. A producer
+    may use any codec the standard names (its seeds name all four); the jobs' tests below read
+    them back with the rest."""
+    from hanzo_stream.client import Accepted, EventProducer, make_producer
+    from hanzo_stream.schemas.store import load
+
+    schemas = load(ROOT / "schemas")
+    for codec, batch in events.items():
+        producer = EventProducer(make_producer(cluster.as_(principal), compression_type=codec),
+                                 registry, schemas, f"codec-{codec}")
+        assert all(isinstance(producer.send(e), Accepted) for e in batch)
+        producer.flush_or_raise()
+        assert producer.counts.delivered == len(batch), (codec, producer.counts)
+
+
+def kcat_ids(cluster, tmp_path: Path, run: str) -> set[str]:
+    """The ids of this run's events in events_plugin_ingestion, as Debian's kcat reads them."""
+    conf = tmp_path / "kcat.conf"  # PLAIN: Debian 12's kcat repeats the SCRAM nonce (kube_1_dev)
+    conf.write_text("security.protocol=SASL_SSL\nsasl.mechanisms=PLAIN\n"
+                    "sasl.username=analytics-ingest\n"
+                    f"sasl.password={cluster.creds.password('analytics-ingest')}\n"
+                    f"ssl.ca.location={cluster.ca_file}\n")
+    conf.chmod(0o600)
+    read = subprocess.run(["kcat", "-F", str(conf), "-b", cluster.bootstrap, "-C", "-t",
+                           "events_plugin_ingestion", "-o", "beginning", "-e", "-q", "-f", "%s\\n"],
+                          capture_output=True, timeout=120, check=True)
+    # bytes: other tests' records in the topic are not all UTF-8 (hostile ones on purpose)
+    return {json.loads(line)["id"] for line in read.stdout.split(b"\n") if run.encode() in line}
+
+
+def produce_poison(cluster, job: str) -> list[tuple[int, int]]:
+    """A ~1 MB raw record and a malformed one whose key is ~1 MB, ahead of a job's events. A
+    record too large for dead_letter used to fail every replay of its batch
+    (MSG_SIZE_TOO_LARGE): each is dead-lettered cut to fit, and the events behind it flow
+    (asserted by the job's own test, which produces them after these)."""
+    _, topic, producer = POISON_JOBS[job]
+    huge = poison(BROKER_MAX_MESSAGE - 1024)  # room for the batch and record framing
+    huge_key = b"K" * (BROKER_MAX_MESSAGE - 4096)
+    return produce(cluster, producer, topic, [(POISON_KEY, huge), (huge_key, b"{poison")],
+                   config={"message.max.bytes": BROKER_MAX_MESSAGE, "compression.type": "none"})
+
+
+def assert_poison_dead_lettered(cluster, job: str, where: list[tuple[int, int]]) -> None:
+    _, topic, _ = POISON_JOBS[job]
+    huge = poison(BROKER_MAX_MESSAGE - 1024)
+    huge_key = b"K" * (BROKER_MAX_MESSAGE - 4096)
+    letters = dead_letters(cluster, job, topic, set(where))
+    (keyed,) = [m for m in letters if m.value() == b"{poison"]
+    k = headers(keyed)
+    assert k[dl.H_ORIGINAL_KEY] == huge_key[:dl.KEY_MAX] and k[dl.H_KEY_TRUNCATED] == b"true"
+    assert k[dl.H_ORIGINAL_KEY_SHA256] == hashlib.sha256(huge_key).hexdigest().encode()
+    (letter,) = [m for m in letters if m is not keyed]
+    h = headers(letter)
+    assert h[dl.H_TRUNCATED] == b"true"
+    assert h[dl.H_ORIGINAL_SIZE] == str(len(huge)).encode()
+    assert h[dl.H_ORIGINAL_SHA256] == hashlib.sha256(huge).hexdigest().encode()
+    assert h[dl.H_ORIGINAL_KEY] == POISON_KEY and letter.key() == topic.encode()
+    assert letter.value() == huge[:dl.DEAD_LETTER_MAX_VALUE - len(POISON_KEY)]  # cut to the limit
+    committed, _ = offsets_of(cluster, job, topic)
+    assert all(committed[p] > o for p, o in where), (committed, where)  # past the poison pill
+
+
+def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path, registry):
+    """Exactly the valid events, each once, the invalid ones dead-lettered with their bytes,
+    behind two records too large for dead_letter; events compressed with every codec among
+    them, which the broker keeps as sent and Debian's kcat reads back too."""
+    run, codec_run = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
+    poisoned = produce_poison(cluster, "analytics-ingest")
+    codec_t0 = datetime(2041, 1, 1, tzinfo=UTC)
+    in_codec = {c: [insights(f"{codec_run}{c[:2]}", i, codec_t0 + timedelta(seconds=i))
+                    for i in range(30)] for c in CODECS}
+    send_in_every_codec(cluster, registry, "insights-capture", in_codec)
+    if cluster.local is not None:  # the broker kept each producer's codec (topics say `producer`)
+        stored = set().union(*(_codecs(f) for f in cluster.local.node_dir(1).glob(
+            "data/events_plugin_ingestion-*/*.log")))
+        assert {"gzip", "snappy", "lz4", "zstd"} <= stored, stored
     t0 = datetime(2031, 1, 1, 9, 58, tzinfo=UTC)
     valid = [insights(run, i, t0 + timedelta(seconds=7 * i)) for i in range(120)]  # crosses 10:00
     # The standard's example as written, and with the run's team (ids as the standard makes them).
@@ -179,6 +269,12 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path):
         assert h[dl.H_ERROR_MESSAGE] and h[dl.H_ORIGINAL_KEY] == key.encode()
         assert h[dl.H_SCHEMA] == b"insights.event.captured"
         datetime.strptime(h[dl.H_FAILED_AT].decode(), "%Y-%m-%dT%H:%M:%S.%fZ")
+    for codec in CODECS:
+        ids = {r["id"] for r in chdb_query(db, f"SELECT id FROM events FINAL WHERE team_id LIKE "
+                                               f"'{codec_run}{codec[:2]}-%'")}
+        assert ids == {e["id"] for e in in_codec[codec]}, codec
+    assert kcat_ids(cluster, tmp_path, codec_run) == {e["id"] for c in CODECS for e in in_codec[c]}
+    assert_poison_dead_lettered(cluster, "analytics-ingest", poisoned)
     assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")
 
 
@@ -218,7 +314,10 @@ def test_analytics_ingest_survives_a_crash_without_duplicates(cluster, tmp_path)
 
 
 def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cluster, tmp_path):
+    """Exact hours once, the late and invalid events dead-lettered; the first run's events
+    behind two records too large for dead_letter."""
     run = uuid.uuid4().hex[:8]
+    poisoned = produce_poison(cluster, "billing-agg")
     day = datetime(2032, 3, 4, tzinfo=UTC)
 
     def at(h, m, s=0, ms=0):
@@ -284,12 +383,17 @@ def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cl
     assert_rejected(cluster, "billing-agg", "llm_usage", where1 + where2,
                     where1[len(p1) + len(retried1):], bad,
                     late_pos, "2032-03-04T12:20:00.000Z", "llm.usage.completed")
+    assert_poison_dead_lettered(cluster, "billing-agg", poisoned)
     assert_caught_up(cluster, "billing-agg", "llm_usage")
 
 
 def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_path, registry, store):
-    """The spec as it ships: Parquet and checkpoints through s3a on a real S3 server."""
-    run = uuid.uuid4().hex[:8]
+    """The spec as it ships: Parquet and checkpoints through s3a on a real S3 server; events
+    compressed with every codec among them."""
+    run, codec_run = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
+    in_codec = {c: audit_events(registry, f"{codec_run}{c[:2]}", 30, datetime(2041, 1, 1, tzinfo=UTC),
+                                timedelta(seconds=1)) for c in CODECS}
+    send_in_every_codec(cluster, registry, "iam-service", in_codec)
     events = audit_events(registry, run, 40, datetime(2033, 5, 6, 23, 59, 58, tzinfo=UTC),
                           timedelta(milliseconds=100))
     events.append(standard("iam.auth.login_success") | {"org_id": f"{run}-org0", "id": f"evt_{run}"})
@@ -338,6 +442,8 @@ def test_audit_archive_writes_exactly_the_audit_events_to_parquet(cluster, tmp_p
     assert len(letters) == len(bad)
     assert got == {pos: cls for pos, (_, _, cls) in
                    zip(where[len(events):len(events) + len(bad)], bad, strict=True)}
+    archived = [r["id"] for r in table if r["org_id"].startswith(codec_run)]
+    assert sorted(archived) == sorted(e["id"] for c in CODECS for e in in_codec[c])  # each once
     assert_caught_up(cluster, "audit-archive", "audit_log")
 
 
@@ -547,40 +653,6 @@ def test_settlement_jobs_survive_a_crash_with_exact_totals(cluster, tmp_path, jo
     assert_caught_up(cluster, job, topic)
 
 
-@pytest.mark.parametrize("job", sorted(POISON_JOBS))
-def test_a_record_too_large_for_dead_letter_does_not_stop_the_job(cluster, tmp_path, job):
-    """A ~1 MB raw record used to fail every replay of its batch (MSG_SIZE_TOO_LARGE on
-    dead_letter): now it is dead-lettered truncated, and the valid events behind it flow. So
-    is a malformed record whose key is ~1 MB (its key is cut, not copied whole)."""
-    principal, topic, producer = POISON_JOBS[job]
-    run = uuid.uuid4().hex[:8]
-    huge = poison(BROKER_MAX_MESSAGE - 1024)  # room for the batch and record framing
-    huge_key = b"K" * (BROKER_MAX_MESSAGE - 4096)
-    valid = valid_after_poison(job, run)
-    where = produce(cluster, producer, topic,
-                    [(POISON_KEY, huge), (huge_key, b"{poison")] + [(v["team_id"], v) for v in valid],
-                    config={"message.max.bytes": BROKER_MAX_MESSAGE, "compression.type": "none"})
-
-    run_once(cluster, job, principal, tmp_path)  # asserts exit code 0
-
-    letters = dead_letters(cluster, job, topic, {where[0], where[1]})
-    (keyed,) = [m for m in letters if m.value() == b"{poison"]
-    k = headers(keyed)
-    assert k[dl.H_ORIGINAL_KEY] == huge_key[:dl.KEY_MAX] and k[dl.H_KEY_TRUNCATED] == b"true"
-    assert k[dl.H_ORIGINAL_KEY_SHA256] == hashlib.sha256(huge_key).hexdigest().encode()
-    (letter,) = [m for m in letters if m is not keyed]
-    h = headers(letter)
-    assert h[dl.H_TRUNCATED] == b"true"
-    assert h[dl.H_ORIGINAL_SIZE] == str(len(huge)).encode()
-    assert h[dl.H_ORIGINAL_SHA256] == hashlib.sha256(huge).hexdigest().encode()
-    assert h[dl.H_ORIGINAL_KEY] == POISON_KEY and letter.key() == topic.encode()
-    assert letter.value() == huge[:dl.DEAD_LETTER_MAX_VALUE - len(POISON_KEY)]  # cut to the limit
-    committed, _ = offsets_of(cluster, job, topic)
-    assert all(committed[p] > o for p, o in where), (committed, where)  # past the poison pill
-    assert_valid_ones_processed(cluster, job, run, valid, tmp_path)
-
-
-
 def test_a_running_job_serves_its_progress_and_every_jobs_panel_has_data(cluster, tmp_path):
     """A Spark job with HANZO_STREAM_METRICS_LISTEN (what the local platform gives every job)
     serves its queries' progress, announces itself to Prometheus, and a real Prometheus
@@ -707,75 +779,3 @@ def test_analytics_ingest_rides_out_half_a_minute_when_clickhouse_refuses_writes
     # No FINAL: a replayed batch's insert was dropped by its token, so a plain count is exact.
     assert row == {"n": len(events), "ids": len(events)}
     assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")
-
-
-CODECS = ("gzip", "snappy", "lz4", "zstd")  # the standard's seeds name all four
-
-
-def _codecs(segment: Path) -> set[str]:
-    """The codecs of the record batches in a log segment (Kafka's v2 batch header: base
-    offset 8, length 4, leader epoch 4, magic 1, CRC 4, attributes 2: codec in bits 0-2)."""
-    data, codecs, at = segment.read_bytes(), set(), 0
-    while at + 23 <= len(data):
-        length = int.from_bytes(data[at + 8:at + 12], "big")
-        if length == 0:
-            break  # preallocated tail
-        attributes = int.from_bytes(data[at + 21:at + 23], "big")
-        codecs.add(("none", "gzip", "snappy", "lz4", "zstd")[attributes & 7])
-        at += 12 + length
-    return codecs
-
-
-def test_every_codec_goes_from_the_client_through_the_jobs_and_kcat(cluster, tmp_path, registry,
-                                                                    store):
-    """A producer may compress with any codec the standard names: the client library sends
-    each, the broker keeps it, analytics-ingest (ClickHouse) and audit-archive (Parquet on S3)
-    load every event once, and Debian's kcat reads them back."""
-    import subprocess
-
-    from hanzo_stream.client import Accepted, EventProducer, make_producer
-    from hanzo_stream.schemas.store import load
-
-    run = uuid.uuid4().hex[:8]
-    t0 = datetime(2041, 1, 1, tzinfo=UTC)  # newer than every earlier test's (module docstring)
-    insight = {c: [insights(f"{run}{c[:2]}", i, t0 + timedelta(seconds=i)) for i in range(30)]
-               for c in CODECS}
-    audit = {c: audit_events(registry, f"{run}{c[:2]}", 30, t0, timedelta(seconds=1)) for c in CODECS}
-    schemas = load(ROOT / "schemas")
-    for codec in CODECS:
-        for principal, events in (("insights-capture", insight[codec]), ("iam-service", audit[codec])):
-            producer = EventProducer(make_producer(cluster.as_(principal), compression_type=codec),
-                                     registry, schemas, f"codec-{codec}")
-            assert all(isinstance(producer.send(e), Accepted) for e in events)
-            producer.flush_or_raise()
-            assert producer.counts.delivered == len(events), (codec, producer.counts)
-
-    if cluster.local is not None:  # the broker kept each producer's codec (topics say `producer`)
-        stored = set().union(*(_codecs(f) for f in cluster.local.node_dir(1).glob(
-            "data/events_plugin_ingestion-*/*.log")))
-        assert {"gzip", "snappy", "lz4", "zstd"} <= stored, stored
-
-    run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path)
-    db = tmp_path / "jobs" / "analytics-ingest" / "chdb"
-    for codec in CODECS:
-        ids = {r["id"] for r in chdb_query(db, f"SELECT id FROM events FINAL WHERE team_id LIKE "
-                                               f"'{run}{codec[:2]}-%'")}
-        assert ids == {e["id"] for e in insight[codec]}, codec
-
-    run_once(cluster, "audit-archive", "audit-archiver", tmp_path, store=store)
-    archived = [r["id"] for r in read_committed("s3a://hanzo-audit/audit_log", store).to_pylist()
-                if r["org_id"].startswith(run)]
-    assert sorted(archived) == sorted(e["id"] for c in CODECS for e in audit[c])  # each once
-
-    conf = tmp_path / "kcat.conf"  # PLAIN: Debian 12's kcat repeats the SCRAM nonce (kube_1_dev)
-    conf.write_text("security.protocol=SASL_SSL\nsasl.mechanisms=PLAIN\n"
-                    "sasl.username=analytics-ingest\n"
-                    f"sasl.password={cluster.creds.password('analytics-ingest')}\n"
-                    f"ssl.ca.location={cluster.ca_file}\n")
-    conf.chmod(0o600)
-    read = subprocess.run(["kcat", "-F", str(conf), "-b", cluster.bootstrap, "-C", "-t",
-                           "events_plugin_ingestion", "-o", "beginning", "-e", "-q", "-f", "%s\\n"],
-                          capture_output=True, timeout=120, check=True)
-    # bytes: other tests' records in the topic are not all UTF-8 (hostile ones on purpose)
-    seen = {json.loads(line)["id"] for line in read.stdout.split(b"\n") if run.encode() in line}
-    assert seen == {e["id"] for c in CODECS for e in insight[c]}
