@@ -29,6 +29,7 @@ PROFILE = ROOT / ".hanzo-stream" / "suite-profile"
 COVERAGE = ROOT / ".hanzo-stream" / "coverage" / "coverage.json"
 DOC = ROOT / "docs" / "testing.md"
 HEADER = "# Testing\n"
+PROVES_WIDTH = 240
 LANES = ("integration", "local", "kube", "unit")  # tests/lanes.sh; `integration` before 3 lanes
 
 
@@ -37,7 +38,10 @@ def proves(module: str) -> str:
     doc = ast.get_docstring(ast.parse((ROOT / module).read_text())) or ""
     first = " ".join(doc.split("\n\n")[0].split())
     cut = first.find(". ")
-    return (first[:cut + 1] if cut > 0 else first) or "(no docstring)"
+    first = first[:cut + 1] if cut > 0 else first
+    if len(first) > PROVES_WIDTH:  # a table cell: the module's docstring has the rest
+        first = first[:PROVES_WIDTH].rsplit(" ", 1)[0] + " …"
+    return first or "(no docstring)"
 
 
 def waited(wall: float, cpu: float, cores: int) -> float:
