@@ -93,6 +93,8 @@ VARIABLES: tuple[Variable, ...] = (
              "Where each change's cost (plan, restarts, losses) is written."),
     Variable("HANZO_STREAM_LANE", "the test suite (tests/lanes.sh sets it)",
              "`unit` or `integration`: the lane a pytest run is, named in its profile."),
+    Variable("HANZO_STREAM_LANE_CGROUP", "the test suite (tests/lanes.sh sets it)",
+             "The lane's cpuacct cgroup, whose CPU its profile counts (empty: the machine's)."),
     Variable("HANZO_STREAM_SUITE_PROFILE", "the test suite",
              "Where each lane's profile goes (default `.hanzo-stream/suite-profile`)."),
     Variable("HANZO_STREAM_COVERAGE", "tests/lanes.sh",
