@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The full suite as `./dev test` (and CI) runs it: three pytest processes side by side.
-#   local  tests/integration but the Kubernetes modules: brokers, Spark, Prometheus as processes
-#   kube   tests/integration/test_kube_*.py: the real node and its stacks, which mostly wait on
-#          pods, kubelet and Pulumi; on a cold machine it first waits for the Go builds
-#   unit   tests/unit at nice 10 (as the background Go build): CPU only, no service, on what
-#          the other two leave idle. Not nice 19: a few unit tests wait seconds on a subprocess.
-# The local lane prints as it goes; the others print a one-line result when they end and their
-# whole output after it. The exit code is the worst lane's.
+# The full suite as `./dev test` (and CI) runs it: two pytest processes side by side.
+#   integration  tests/integration at normal priority (the Kubernetes modules last:
+#                conftest.py), printing as it goes
+#   unit         tests/unit at nice 10 (as the background Go build), on the CPU the integration
+#                tests leave idle while they wait on brokers, Spark batches and pods. Not nice
+#                19: a few unit tests wait seconds on a subprocess and would starve. It prints a
+#                one-line result when it ends and its whole output after the integration lane's.
+# The Kubernetes modules do not get a lane of their own: both halves use more than a core on
+# average, and side by side (measured, docs/testing.md) the load reached 47 and a restarted
+# broker pod could not register with its quorum in time. The exit code is the worse lane's.
 # Each lane runs in a cpuacct cgroup of its own (when the machine lets us make one), so its
 # profile (tests/suite_profile.py) counts the CPU of everything it started. HANZO_STREAM_COVERAGE=1
 # also measures the production code's line coverage, in every Python process the suite starts
@@ -41,7 +43,7 @@ RC
   py=(python -m coverage run)
 fi
 
-for name in local kube unit; do  # made here, so that cleanup sees them
+for name in integration unit; do  # made here, so that cleanup sees them
   mkdir "/sys/fs/cgroup/cpuacct/hanzo-lane-$name-$$" 2>/dev/null &&
     cgroups+=("/sys/fs/cgroup/cpuacct/hanzo-lane-$name-$$")
 done
@@ -61,25 +63,17 @@ background() {  # NAME NICE PYTEST-ARGS...: a lane logged to a file
     exit $code
   ) &
 }
-kube_modules=(tests/integration/test_kube_*.py)
 background unit 10 --durations=10 tests/unit
 unit_pid=$!
-background kube 0 --durations=15 "${kube_modules[@]}"
-kube_pid=$!
-(lane local 0 --durations=20 tests/integration --ignore-glob='tests/integration/test_kube_*.py')
-local_code=$?
-wait "$kube_pid"; kube_code=$?
+(lane integration 0 --durations=30 tests/integration)
+integration_code=$?
 wait "$unit_pid"; unit_code=$?
-for name in kube unit; do
-  echo
-  echo "==================== the $name lane (run beside the local integration tests) ===================="
-  cat "$logs/$name.log"
-done
-echo "==> local lane: exit $local_code; kube lane: exit $kube_code; unit lane: exit $unit_code"
+echo
+echo "==================== the unit lane (tests/unit, run beside the integration tests) ===================="
+cat "$logs/unit.log"
+echo "==> integration lane: exit $integration_code; unit lane: exit $unit_code"
 if [ "${HANZO_STREAM_COVERAGE:-}" = 1 ]; then
   python -m coverage combine -q && python -m coverage json -q -o "$cov/coverage.json" &&
     python -m coverage report --format=total | sed 's/^/==> production line coverage: /;s/$/%/'
 fi
-worst=$local_code
-for c in $kube_code $unit_code; do [ "$c" -gt "$worst" ] && worst=$c; done
-exit "$worst"
+exit $(( integration_code > unit_code ? integration_code : unit_code ))

@@ -1,10 +1,10 @@
-"""The local Kubernetes' images, built (cached) and run for real by a throwaway containerd.
+"""The local Kubernetes' images, built (cached) and run for real by the session node's
+containerd, which imported them when it started (node.py): the images every pod of the
+stacks runs are the ones checked here, and they are imported once per session.
 
-The containerd is this module's own: root, state, socket and the ctr FIFOs live under a
-temporary directory, and it runs in a private mount namespace whose /run is a tmpfs (its
-shims put their sockets in /run/containerd), so its overlay mounts and sockets are never
-seen by the machine and end with it. Containers run with `--cgroup ""` (runc's cgroup
-beside the shim's, removed with the container) and `--net-host`.
+Containers run beside the node's pods but outside the CRI (kubelet neither sees nor collects
+them), in the node's network namespace (`--net-host`), with `--cgroup ""` (runc's cgroup beside
+the shim's, removed with the container); each is deleted when its test ends.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,86 +50,23 @@ def built() -> dict[str, images.Built]:
     return out
 
 
-def _mount_ns(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return None
-
-
-def _stop(proc: subprocess.Popen, ctr: list[str], ns: str | None) -> None:
-    """Kill what is left running, stop containerd, then every process of its mount namespace
-    (shims of killed tasks): the namespace, and every mount in it, goes with the last one."""
-    tasks = subprocess.run([*ctr, "-n", "k8s.io", "tasks", "ls", "-q"], capture_output=True, text=True)
-    for task in tasks.stdout.split():
-        subprocess.run([*ctr, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", task], capture_output=True)
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-    deadline = time.monotonic() + 20
-    while ns and time.monotonic() < deadline:
-        left = [int(p) for p in os.listdir("/proc") if p.isdigit() and _mount_ns(int(p)) == ns]
-        if not left:
-            break
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
+FIFO_DIR = Path(tempfile.gettempdir()) / f"hanzo-test-ctr-fifo-{os.getpid()}"  # ctr's stdio FIFOs
 
 
 @pytest.fixture(scope="module")
-def ctr(tmp_path_factory) -> Iterator[list[str]]:
-    d = tmp_path_factory.mktemp("containerd")
-    had_run_containerd = Path("/run/containerd").exists()
-    sock = d / "containerd.sock"
-    config = d / "config.toml"
-    config.write_text(f"""version = 2
-root = "{d}/root"
-state = "{d}/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "{sock}"
-[ttrpc]
-  address = "{sock}.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{d}/opt"
-""")
-    (d / "fifo").mkdir()
-    with open(d / "containerd.log", "wb") as out:
-        proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             'mount -t tmpfs -o mode=0755 tmpfs /run && exec containerd --config "$0"', str(config)],
-            stdout=out, stderr=subprocess.STDOUT)
-    cmd = ["ctr", "--address", str(sock)]
-    ns = None
-    try:
-        deadline = time.monotonic() + 30
-        while subprocess.run([*cmd, "version"], capture_output=True).returncode != 0:
-            assert proc.poll() is None, (d / "containerd.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "containerd did not start"
-            time.sleep(0.2)
-        ns = _mount_ns(proc.pid)
-        assert ns != _mount_ns(os.getpid())
-        yield cmd
-    finally:
-        _stop(proc, cmd, ns)
-        mounts = Path("/proc/self/mountinfo").read_text()
-        shutil.rmtree(d, ignore_errors=True)  # GBs of unpacked snapshots
-        assert str(d) not in mounts
-        assert Path("/run/containerd").exists() == had_run_containerd
+def ctr(kube_node) -> Iterator[list[str]]:
+    """ctr for the node's containerd."""
+    FIFO_DIR.mkdir(exist_ok=True)
+    yield kube_node.ctr()[:3]
+    shutil.rmtree(FIFO_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def imported(ctr: list[str], built: dict[str, images.Built]) -> dict[str, images.Built]:
-    first = images.import_images(ctr)
-    assert sorted(first) == sorted(b.ref for b in built.values())
+    """What the node imported at its start: every image of this checkout, at its digest."""
+    assert {b.ref: images.present_digest(ctr, b.ref) for b in built.values()} == {
+        b.ref: b.digest for b in built.values()}
     return built
-
-
-def fifo_dir(ctr: list[str]) -> str:
-    return str(Path(ctr[2]).parent / "fifo")
 
 
 def run(ctr: list[str], ref: str, *args: str, env: dict[str, str] | None = None,
@@ -140,7 +77,7 @@ def run(ctr: list[str], ref: str, *args: str, env: dict[str, str] | None = None,
     flags = [f"--env={k}={val}" for k, val in (env or {}).items()]
     return subprocess.run(
         [*ctr, "-n", "k8s.io", "run", "--rm", "--net-host", "--cgroup", "", "--fifo-dir",
-         fifo_dir(ctr), *flags, ref, cid, *args],
+         str(FIFO_DIR), *flags, ref, cid, *args],
         capture_output=True, text=True, timeout=timeout)
 
 
@@ -157,7 +94,7 @@ def detached(ctr: list[str]) -> Iterator:
     def start(ref: str, *args: str) -> str:
         cid = f"hanzo-test-{next(_ids)}"
         ok(subprocess.run([*ctr, "-n", "k8s.io", "run", "-d", "--net-host", "--cgroup", "",
-                           "--fifo-dir", fifo_dir(ctr), ref, cid, *args],
+                           "--fifo-dir", str(FIFO_DIR), ref, cid, *args],
                           capture_output=True, text=True, timeout=60))
         started.append(cid)
         return cid
@@ -290,7 +227,7 @@ def test_hanzo_stream_is_readable_by_any_uid(ctr, imported, detached):
     # the container (its later copy-ups fail with ENOENT).
     proc = subprocess.run(
         [*ctr, "-n", "k8s.io", "tasks", "exec", "--exec-id", "other-uid", "--user", "4242:4242",
-         "--fifo-dir", fifo_dir(ctr), cid, "/bin/sh", "-c",
+         "--fifo-dir", str(FIFO_DIR), cid, "/bin/sh", "-c",
          "id -u && python3 -c 'import pyspark, chdb, hanzo_stream' && cat topics.yaml "
          "/opt/hanzo-stream/jars/* /opt/hanzo-stream/jmx/* > /dev/null && hanzo-stream --help"],
         capture_output=True, text=True, timeout=120)
