@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -28,15 +27,15 @@ def registry() -> Registry:
 def pytest_collection_modifyitems(config, items) -> None:
     """Everything under tests/integration is `integration` (real services, Java), whether or
     not its module says so: `pytest -m "not integration"` runs without Java. The real
-    Kubernetes tests (test_kube_<n>_*.py) last: on a cold CI machine the Go builds they need run
-    beside the rest of the suite (.ci/install-kube.sh), and the rest needs none of them. The
-    images' own tests (test_kube_images.py) need only the images, which are built in minutes,
-    so they run in their place and not on the critical path."""
+    Kubernetes tests (test_kube_*.py, the images' too: they run in the session node's
+    containerd) last: on a cold CI machine the Go builds they need run beside the rest of the
+    suite (.ci/install-kube.sh), and the rest needs none of them; the node starts with the
+    first of them, so its control plane idles beside nothing else."""
     for item in items:
         if item.path.parent.name == "integration":
             item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: item.path.parent.name == "integration" and
-               re.match(r"test_kube_\d", item.path.name) is not None)
+               item.path.name.startswith("test_kube_"))
 
 
 def pytest_configure(config) -> None:
