@@ -1,6 +1,6 @@
 """The producer every service uses: the standard's settings, validation, keying, dead letters.
 
-    producer = EventProducer.from_env(stage="llm-gateway")
+    producer = EventProducer.connect(stage="llm-gateway")
     producer.send(envelope.build("llm.usage.completed", "llm-gateway", data, team_id=..., org_id=...))
     producer.flush_or_raise()
 
