@@ -54,3 +54,20 @@ def test_the_reconciler_page_quotes_the_measured_plan_time():
     said = re.search(r"plan in\s+about ([\d.]+) s", doc("reconciler.md"))
     assert said and abs(float(said.group(1)) - float(measured.group(1))) <= 0.5, (
         said and said.group(0), measured.group(0))
+
+
+def test_the_lag_runbook_tells_spark_jobs_from_plain_consumers_as_the_specs_do():
+    """On-call reads "0 members" by this paragraph: a Spark job always shows none."""
+    from hanzo_stream.jobs.spec import list_specs, load_spec
+
+    text = " ".join(doc("runbooks/consumer-lag.md").split())
+    spark = re.search(r"Spark jobs \(([^)]*)\) read by assignment", text)
+    plain = re.search(r"For the plain consumers \(([^)]*)\) 0 members", text)
+    assert spark and plain, "consumer-lag.md no longer lists the jobs: update this test with it"
+    names = {m: sorted(re.findall(r"`([\w-]+)`", m.group(1))) for m in (spark, plain)}
+    specs = {n: load_spec(n, REG, ROOT / "consumers").runtime for n in list_specs(ROOT / "consumers")}
+    assert names[spark] == sorted(n for n, r in specs.items() if r == "spark")
+    # the plain ones: every spec that is not Spark, and groups of ours with no spec (the
+    # dead-letter monitor); all of them groups of the registry
+    assert {n for n, r in specs.items() if r != "spark"} <= set(names[plain])
+    assert set(names[plain]) <= {g.name for g in REG.groups} - set(names[spark])
