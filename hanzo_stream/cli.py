@@ -1,6 +1,6 @@
 """The `hanzo-stream` command line. Sub-command groups live next to what they drive.
 
-Exit codes, for CI (EXIT below; docs/cli.md): 0 success / no changes, 1 error, 2 changes
+Exit codes, for CI (EXIT below; README.md): 0 success / no changes, 1 error, 2 changes
 pending (plan), 64 usage error (an unknown flag, a bad value), 130 interrupted.
 """
 
@@ -180,6 +180,42 @@ def check(
         raise typer.Exit(1)
     who = f", logged in as {conn.username} ({conn.sasl_mechanism})" if conn.uses_sasl else ""
     out.print(f"[green]ok[/green] {conn.bootstrap}: {conn.security_protocol}{who}")
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                               "help_option_names": []})
+def kafka(ctx: typer.Context, tool: Annotated[str | None, typer.Argument(
+        help="consumer-groups, topics, get-offsets, configs, ... (kafka_tools.py)")] = None) -> None:
+    """Run one of Kafka's own tools, logged in as this shell (HANZO_STREAM_*): everything after
+    TOOL is the tool's, --bootstrap-server and --command-config are added. Exit: the tool's."""
+    from . import kafka_tools
+
+    try:
+        kafka_tools.main_class(tool or "")
+    except kafka_tools.UnknownTool as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT["usage"]) from None
+    conn = _connection(None, None, None, None, None, None)
+    raise typer.Exit(kafka_tools.run(tool or "", ctx.args, conn))
+
+
+@app.command("client-properties")
+def client_properties(
+    out_file: Annotated[Path, typer.Argument(help="The file to write (0600, replaced whole).")],
+    bootstrap: Bootstrap = None, security_protocol: Protocol = None,
+    sasl_mechanism: Mechanism = None, sasl_username: Username = None,
+    sasl_password: Password = None, ca_file: CaFile = None,
+) -> None:
+    """Write this login as a Java client's properties, for a tool's --command-config (Kafka's
+    own tools need none: `hanzo-stream kafka`)."""
+    from .kafka_tools import client_properties as properties
+    from .secret_files import write_secret
+
+    conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
+                       sasl_password, ca_file)
+    write_secret(out_file, properties(conn))
+    out.print(f"[green]ok[/green] {escape(str(out_file))}: the login of {conn.username} "
+              f"at {conn.bootstrap}")
 
 
 def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle, scram_users):

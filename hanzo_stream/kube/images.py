@@ -53,6 +53,7 @@ from types import ModuleType
 
 from .. import jars
 from .. import versions as v
+from ..kafka_tools import SCRIPTS, console_appender, tools_log4j2
 from ..local.kafka import LOG4J2
 from ..paths import cache_dir
 
@@ -78,34 +79,13 @@ DPKG_EXCLUDES = ("path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*
                  "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*",
                  "path-exclude=/usr/share/locale/*")
 
-# Each tool script the broker entrypoint, its join sidecar and the runbooks run, and the
-# class it starts (Kafka 4.4.0; a unit test finds every class in the jars).
-KAFKA_TOOLS = {
-    "kafka-server-start.sh": "kafka.Kafka",
-    "kafka-storage.sh": "kafka.tools.StorageTool",
-    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
-    "kafka-configs.sh": "org.apache.kafka.tools.ConfigCommand",
-    "kafka-metadata-quorum.sh": "org.apache.kafka.tools.MetadataQuorumCommand",
-    "kafka-acls.sh": "org.apache.kafka.tools.AclCommand",
-    "kafka-consumer-groups.sh": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-    "kafka-console-producer.sh": "org.apache.kafka.tools.ConsoleProducer",
-    "kafka-console-consumer.sh": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-    "kafka-reassign-partitions.sh": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-    "kafka-get-offsets.sh": "org.apache.kafka.tools.GetOffsetShell",
-    "kafka-log-dirs.sh": "org.apache.kafka.tools.LogDirsCommand",
-    "kafka-features.sh": "org.apache.kafka.tools.FeatureCommand",
-    "kafka-dump-log.sh": "org.apache.kafka.tools.DumpLogSegments",
-    "kafka-broker-api-versions.sh": "org.apache.kafka.tools.BrokerApiVersionsCommand",
-    "kafka-leader-election.sh": "org.apache.kafka.tools.LeaderElectionCommand",
-    "kafka-cluster.sh": "org.apache.kafka.tools.ClusterTool",
-}
+KAFKA_TOOLS = SCRIPTS  # /opt/kafka/bin: kafka_tools.py has the one table
 SERVER_TOOL = "kafka-server-start.sh"
 # Apache's kafka-server-start.sh defaults, kept: a 1 GB heap and the broker's log4j2 file.
 SERVER_DEFAULTS = {
     "KAFKA_HEAP_OPTS": "-Xmx1G -Xms1G",
     "KAFKA_LOG4J_OPTS": '-Dlog4j2.configurationFile=$(dirname "$0")/../config/log4j2.properties',
 }
-LOG_PATTERN = "[%d] %p %m (%c)%n"  # the local broker's (LOG4J2)
 
 
 class BuildFailed(RuntimeError):
@@ -494,21 +474,9 @@ def pause_stage() -> Stage:
 # kafka
 
 
-def console_appender(name: str, target: str) -> str:
-    return "".join(f"appender.{name}.{k} = {val}\n" for k, val in (
-        ("type", "Console"), ("name", name), ("target", target),
-        ("layout.type", "PatternLayout"), ("layout.pattern", LOG_PATTERN)))
-
-
 def broker_log4j2() -> str:
     """The local broker's configuration (file under kafka.logs.dir) plus stdout for `kubectl logs`."""
     return LOG4J2 + console_appender("stdout", "SYSTEM_OUT") + "rootLogger.appenderRef.stdout.ref = stdout\n"
-
-
-def tools_log4j2() -> str:
-    """The tools log warnings to stderr only: their stdout is what scripts parse."""
-    return ("status = warn\n" + console_appender("stderr", "SYSTEM_ERR")
-            + "rootLogger.level = WARN\nrootLogger.appenderRef.stderr.ref = stderr\n")
 
 
 def tool_script(tool: str, main_class: str) -> str:

@@ -326,9 +326,10 @@ def run_runbook(stack: Stack, tmp_path: Path, doc: str, block_ids: list[str], **
 
     script = "set -euo pipefail\n" + runbook_block(doc, "setup") + "".join(
         runbook_block(doc, b) for b in block_ids)
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     full_env = {**os.environ,
                 "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-                "CFG": str(tmp_path / "client.properties"),
+                "TMPDIR": str(tmp_path / "tmp"),  # where `hanzo-stream kafka` puts its login file
                 "KCAT_CFG": str(tmp_path / "kcat.properties"),
                 **{var: str(getattr(stack.admin, f)) for f, var in ENV.items()
                    if getattr(stack.admin, f) is not None},
@@ -346,7 +347,7 @@ def test_consumer_lag_runbook_describe_and_replay_a_window(stack: Stack, tmp_pat
     described = {r[2]: r for r in rows if r[1] == TOPIC}
     assert set(described) == {"0", "1", "2"}, out
     assert all(r[5] == "0" for r in described.values()), f"LAG column not 0:\n{out}"
-    assert (tmp_path / "client.properties").stat().st_mode & 0o077 == 0
+    assert list((tmp_path / "tmp").glob("hanzo-stream-kafka-*")) == []  # the login went with the tool
 
     total = sum(int(r[4]) for r in described.values())  # LOG-END-OFFSET
     dry = run_runbook(stack, tmp_path, "consumer-lag.md", ["reset-dry-run"], GROUP=GROUP, TOPIC=TOPIC,
