@@ -16,7 +16,7 @@ import typer
 from ..cli_common import console
 from ..connection import ConnectionError_
 from ..registry import RegistryInvalid, load_registry
-from .process import record_exit
+from .process import CheckpointBusy, hold_checkpoint, record_exit
 from .spec import SpecInvalid, list_specs, load_spec
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -81,6 +81,11 @@ def run(
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spec = _spec(name, registry, consumers)  # fail fast, with the spec's own messages
+    try:  # a plain consumer may run twice (its group shares the partitions); a Spark job may not
+        lock = hold_checkpoint(spec.state_dir, name, spec.checkpoint) if spec.runtime == "spark" else None
+    except CheckpointBusy as e:  # nothing recorded: the exit file is the other run's
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
     code = 1  # unless the runner returns: an exception escapes with a traceback
     try:
         code = run_job(name, registry_path=registry, consumers_dir=consumers, once=once,
@@ -89,6 +94,8 @@ def run(
         err.print(f"[red]error:[/red] {e}")
     finally:  # `local status` tells a failed job from a stopped one by this
         record_exit(spec.state_dir, code)
+        if lock:
+            lock.close()
     raise typer.Exit(code)
 
 

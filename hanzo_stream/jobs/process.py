@@ -13,6 +13,7 @@ exit code to exit.json (record_exit), stop() marks job.json as stopped, and stat
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 
 def job_dir(name: str, home: Path) -> Path:
@@ -79,6 +81,34 @@ def record_exit(state_dir: Path, code: int, pid: int | None = None) -> None:
     f = Path(state_dir) / "exit.json"
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps({"code": code, "pid": pid or os.getpid(), "at": time.time()}))
+
+
+class CheckpointBusy(RuntimeError):
+    pass
+
+
+def hold_checkpoint(state_dir: Path, name: str, checkpoint: str) -> IO[str]:
+    """One run of a Spark job per state directory: two runs would write one checkpoint (and
+    its sinks) at once. The lock lives as long as the returned file stays open, which is the
+    run's process; kill -9 releases it too."""
+    lock = Path(state_dir) / "run.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    f = open(lock, "a+")  # noqa: SIM115 (held open for the whole run)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "?"
+        f.close()
+        raise CheckpointBusy(
+            f"{name} already runs on this machine (pid {holder}) with the checkpoint {checkpoint}, "
+            f"and a second run would write the same one. Stop that run first: `hanzo-stream local "
+            f"stop {name}` if the local platform runs it, or Ctrl-C its `jobs run`") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
 
 
 def log_tail(name: str, home: Path, lines: int = 10, max_bytes: int = 64 * 1024) -> list[str]:

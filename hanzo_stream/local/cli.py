@@ -140,6 +140,44 @@ def scale(brokers: Annotated[int, typer.Option(help="The new number of brokers (
     console.print(f"[green]✓[/green] kafka: {escape(summary)}")
 
 
+Parts = Annotated[list[str], typer.Argument(
+    help="Components, as `local status` names them (kafka, prometheus, billing-agg, ...).")]
+
+
+def _parts(registry: Path, parts: list[str], act) -> None:
+    ctx = _context(registry)
+    try:
+        act(ctx, set(parts))
+    except ValueError as e:  # an unknown part: nothing was stopped or started
+        console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
+        raise typer.Exit(64) from None
+
+
+@app.command()
+def stop(parts: Parts, registry: RegistryOpt = Path("topics.yaml")) -> None:
+    """Stop these parts only (the rest keeps running; data is kept)."""
+    _parts(registry, parts, lambda ctx, only: platform.stop(ctx, only, quiet=False))
+
+
+@app.command()
+def start(parts: Parts, registry: RegistryOpt = Path("topics.yaml")) -> None:
+    """Start these parts (as `up --only`, without watching the pipeline)."""
+    def act(ctx, only):
+        if platform.up(ctx, only):
+            raise typer.Exit(1)
+    _parts(registry, parts, act)
+
+
+@app.command()
+def restart(parts: Parts, registry: RegistryOpt = Path("topics.yaml")) -> None:
+    """Stop these parts, then start them again."""
+    def act(ctx, only):
+        platform.stop(ctx, only, quiet=False)
+        if platform.up(ctx, only):
+            raise typer.Exit(1)
+    _parts(registry, parts, act)
+
+
 @app.command()
 def down(purge: Annotated[bool, typer.Option(help="Also delete data, logs and credentials.")] = False,
          registry: RegistryOpt = Path("topics.yaml")) -> None:

@@ -362,17 +362,21 @@ def context(registry: Registry, console: Console, brokers: int | None = None) ->
     return Context(state_dir(), registry, console, brokers)
 
 
-def up(ctx: Context, only: set[str] | None = None) -> list[str]:
-    """Start the components in order; returns those that died right after starting."""
+def _components(ctx: Context, only: set[str] | None) -> tuple[Component, ...]:
+    """The components in start order, or those of `only` (names as `local status` shows them)."""
     comps = components(ctx.registry)
     unknown = (only or set()) - {c.name for c in comps}
     if unknown:
         raise ValueError(f"unknown component(s) {', '.join(sorted(unknown))}; known: "
                          + ", ".join(c.name for c in comps))
+    return tuple(c for c in comps if not only or c.name in only)
+
+
+def up(ctx: Context, only: set[str] | None = None) -> list[str]:
+    """Start the components in order; returns those that died right after starting."""
+    comps = _components(ctx, only)
     failed = []
     for comp in comps:
-        if only and comp.name not in only:
-            continue
         with ctx.console.status(f"starting {comp.name} ..."):
             summary = comp.start(ctx)
         with ctx.console.status(f"watching {comp.name} start ..."):
@@ -398,11 +402,17 @@ def scale(ctx: Context, brokers: int) -> str:
             "`replication: {profile: cluster}` in topics.yaml, then `hanzo-stream apply`")
 
 
-def down(ctx: Context, purge: bool = False) -> None:
-    for comp in reversed(components(ctx.registry)):
-        was_running = comp.stop(ctx)
-        if was_running:
+def stop(ctx: Context, only: set[str] | None = None, quiet: bool = True) -> None:
+    """Stop the components (or `only` those), last started first; data is kept."""
+    for comp in reversed(_components(ctx, only)):
+        if comp.stop(ctx):
             ctx.console.print(f"[green]✓[/green] stopped {comp.name}")
+        elif not quiet:
+            ctx.console.print(f"{comp.name}: was not running")
+
+
+def down(ctx: Context, purge: bool = False) -> None:
+    stop(ctx)
     if purge and ctx.home.exists():
         postgres.purge(ctx.home)  # its files may live outside the state directory (as root)
         shutil.rmtree(ctx.home)

@@ -264,15 +264,24 @@ def test_every_dashboard_panel_has_data_from_the_running_platform(platform: Plat
 # when this test runs alone.
 @pytest.mark.timeout(1200)
 def test_a_stopped_spark_job_shows_rising_lag_that_drains_after_restart(platform: Platform) -> None:
+    """On-call's moves, one part at a time: `jobs run` refuses a job the platform runs (one
+    checkpoint, one writer), `local stop` stops that job alone, `local start` starts it again."""
     group = "analytics-ingest"
-    assert process.stop(group, platform.home)
+    pid = process.status(group, platform.home)["pid"]
+    second = platform.cli("jobs", "run", group, timeout=120)
+    assert second.returncode == 1 and f"already runs on this machine (pid {pid})" in second.stderr, (
+        second.stdout + second.stderr)
+    assert process.status(group, platform.home)["state"] == "running"  # its run untouched
+    stopped = platform.cli("local", "stop", group, timeout=300)
+    assert stopped.returncode == 0 and f"stopped {group}" in stopped.stderr, stopped.stderr
     assert not process.status(group, platform.home)["running"]
+    assert process.status("billing-agg", platform.home)["running"]  # only that part
     # The demo keeps producing ~15 events/s to its topic.
     risen = wait_for(lambda: (v := platform.lag(group)) is not None and v >= 300 and v, 120,
                      f"{group} lag >= 300 in Prometheus while the job is stopped")
     backlog_end = platform.topic_end(group)  # what was there to catch up on at the restart
     assert backlog_end, "Prometheus has no end offsets of the group's topics"
-    restart = platform.cli("local", "up", "--only", group, timeout=300)
+    restart = platform.cli("local", "start", group, timeout=300)
     assert restart.returncode == 0, restart.stdout + restart.stderr
 
     def drained() -> bool:
