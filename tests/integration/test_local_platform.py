@@ -139,11 +139,30 @@ def test_the_audit_archive_is_on_the_object_store_for_any_s3_client(platform: Pl
     assert s3.list_keys(client, "hanzo-stream", "checkpoints/audit-archive/archive/commits/")
 
 
+def test_the_docs_blocks_for_a_running_platform_run_as_written(platform: Platform) -> None:
+    """README.md's second block (local env, plan, apply, a service's login in a subshell) and
+    the runbooks' local commands, pasted into a shell as a reader has it at that point."""
+    from tests import docs_blocks
+
+    readme = docs_blocks.run("README.md", ["local-env"], platform.env, timeout=300,
+                             then='echo "after: $HANZO_STREAM_SASL_USERNAME"\n').stdout
+    # plan exited 0 (set -e): converged; the subshell logged in as the service, the shell stayed admin
+    assert "logged in as llm-gateway" in readme and readme.rstrip().endswith("after: admin"), readme
+    reader = platform.env | _local_env(platform)  # `eval "$(hanzo-stream local env)"` done before
+    queries = docs_blocks.run("docs/monitoring.md", ["queries"], reader).stdout
+    assert queries.count('"status":"success"') == 2, queries
+    status = docs_blocks.run("docs/runbooks/consumer-stalled.md", ["status"], reader).stdout
+    assert "billing-agg" in status, status
+    metrics = docs_blocks.run("docs/runbooks/llm-metrics.md", ["is-it-the-metrics"], reader).stdout
+    assert [ln for ln in metrics.splitlines() if ln.startswith("llm-metrics") and "llm_usage" in ln], metrics
+    hole = docs_blocks.run("docs/runbooks/retention-outran-job.md", ["measure-the-hole"], platform.env).stdout
+    assert [ln for ln in hole.splitlines() if ln.startswith("llm_usage:")], hole  # log start offsets
+    assert [ln for ln in hole.splitlines() if ln.startswith("billing-agg") and "llm_usage" in ln], hole
+
+
 def test_local_env_points_the_cli_at_the_platform(platform: Platform) -> None:
     exported = _local_env(platform)
     assert exported["HANZO_STREAM_SECURITY_PROTOCOL"] == "SASL_SSL"
-    plan = platform.cli("plan", extra_env=exported, timeout=120)
-    assert plan.returncode == 0, plan.stdout + plan.stderr  # converged: nothing to change
     reg = platform.cli("schemas", "register", "--json", extra_env=exported, timeout=120)
     assert reg.returncode == 0, reg.stdout + reg.stderr
     assert {o["action"] for o in json.loads(reg.stdout)} == {"unchanged"}

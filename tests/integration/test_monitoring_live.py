@@ -308,36 +308,21 @@ def test_a_stopped_exporter_shows_as_down(stack: Stack) -> None:
 
 # ---------------------------------------------------------------- runbook commands, for real
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
-
-
-def runbook_block(doc: str, block_id: str) -> str:
-    text = (RUNBOOKS / doc).read_text()
-    m = re.search(rf"```\w+ id={re.escape(block_id)}\n(.*?)```", text, re.S)
-    assert m, f"{doc} has no block id={block_id}"
-    return m.group(1)
-
-
 def run_runbook(stack: Stack, tmp_path: Path, doc: str, block_ids: list[str], **env: str) -> str:
-    """Run the doc's setup block then the given blocks in one bash, as admin; returns stdout."""
+    """Run the runbook's setup block then the given blocks in one bash, as admin; returns stdout."""
     import os
-    import subprocess
-    import sys
 
-    script = "set -euo pipefail\n" + runbook_block(doc, "setup") + "".join(
-        runbook_block(doc, b) for b in block_ids)
+    from tests import docs_blocks
+
     (tmp_path / "tmp").mkdir(exist_ok=True)
     full_env = {**os.environ,
-                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
                 "TMPDIR": str(tmp_path / "tmp"),  # where `hanzo-stream kafka` puts its login file
                 "KCAT_CFG": str(tmp_path / "kcat.properties"),
                 **{var: str(getattr(stack.admin, f)) for f, var in ENV.items()
                    if getattr(stack.admin, f) is not None},
                 **env}
-    res = subprocess.run(["bash", "-c", script], env=full_env, capture_output=True, text=True,
-                         timeout=180, cwd=tmp_path)
-    assert res.returncode == 0, f"runbook {doc} {block_ids} failed:\n{res.stdout}\n{res.stderr}"
-    return res.stdout
+    return docs_blocks.run(f"docs/runbooks/{doc}", ["setup", *block_ids], full_env, cwd=tmp_path,
+                           timeout=180).stdout
 
 
 def test_consumer_lag_runbook_describe_and_replay_a_window(stack: Stack, tmp_path: Path) -> None:
