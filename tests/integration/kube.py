@@ -82,6 +82,13 @@ class Stack:
     def kubectl(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
         return self.node.kubectl("-n", self.namespace, *args, check=check, **kw)
 
+    def shell_env(self) -> dict[str, str]:
+        """A reader's shell after `eval "$(hanzo-stream local kube env)"`: kubectl on PATH,
+        pointed at this node (the runbooks' blocks run in it, tests/docs_blocks.py)."""
+        kubectl_dir = str(Path(self.node.binary("kubectl")).parent)
+        return {**os.environ, "KUBECONFIG": str(self.node.kubeconfig),
+                "PATH": f"{kubectl_dir}:{os.environ['PATH']}"}
+
     def json(self, *args: str) -> dict:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 

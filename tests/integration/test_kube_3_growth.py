@@ -28,6 +28,7 @@ from hanzo_stream.broker_config import Node
 from infra.broker import JAAS_SECRET
 from infra.cluster import STOP_WAIT_SECONDS
 from infra.credentials import RECONCILER_SECRET
+from tests import docs_blocks
 
 from .conftest import wait_for
 from .kube import (
@@ -76,13 +77,14 @@ def dev(kube_dev, tmp_path_factory):
 
 
 def test_one_broker_grows_to_three_in_place(dev):
-    # Step 1: min ISR 1 pinned on every topic, with the runbook's own loop.
-    conf, b = admin_properties(dev), f"kafka.{dev.namespace}.svc.cluster.local:9093"
-    dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", "sh", "-c", f"""
-      for t in $({BIN}/kafka-topics.sh --bootstrap-server {b} --command-config {conf} --list); do
-        {BIN}/kafka-configs.sh --bootstrap-server {b} --command-config {conf} --alter \\
-          --entity-type topics --entity-name $t --add-config min.insync.replicas=1
-      done""", timeout=1800)  # one JVM per topic
+    # Step 1: min ISR 1 pinned on every topic: the runbook's block, as on-call pastes it
+    # (namespace hanzo, the dev stack's) with kubectl on this node.
+    assert dev.namespace == "hanzo"
+    docs_blocks.run("docs/runbooks/scaling-1-to-3.md", ["pin-min-isr"], dev.shell_env(),
+                    timeout=1800)  # one JVM per topic
+    pinned = kafka_tool(dev, "kafka-configs.sh", "--describe", "--entity-type", "topics",
+                        "--entity-name", "llm_usage")
+    assert "min.insync.replicas=1" in pinned, pinned
     assert int(dev.outputs["initialControllers"]) == 1  # step 2: the record says one founder
     facts = change(dev, "brokers 1 to 3", min_isr=1, brokers=3, initialControllers=1)  # step 3
     assert facts["brokers_added"] == ["kafka-1", "kafka-2"]

@@ -36,6 +36,9 @@ def test_the_count_of_blocks_run_and_not_here():
     for why, n in reasons.most_common():
         print(f"  {n:3}  {why}")
     assert len(every) == len(ran) + sum(reasons.values()) and len(ran) > 0
+    said = " ".join((docs_blocks.ROOT / "docs" / "testing.md").read_text().split())
+    assert f"{len(every)} blocks, {len(ran)} run, {sum(reasons.values())} not here" in said, (
+        "docs/testing.md quotes other counts: update it")
 
 
 def test_adding_a_topics_validate_runs_as_written():
