@@ -15,6 +15,7 @@ import pytest
 
 from hanzo_stream.kube import netns
 from hanzo_stream.kube.node import NODE_LABELS
+from tests import docs_blocks
 
 from .conftest import wait_for
 from .kube import admin_properties, in_node
@@ -135,7 +136,8 @@ def test_the_broker_takes_its_nodes_zone_as_its_rack(dev):
 
 def test_the_runbooks_kubectl_exec_commands_work_in_the_broker_pod(dev):
     """docs/runbooks/scaling-1-to-3.md: an admin client config from the Secret into the pod's
-    run directory, then the Kafka tools through the client Service."""
+    run directory, then the Kafka tools through the client Service; disaster-recovery-k8s.md's
+    throttle block as written."""
     conf = admin_properties(dev)
     b = f"kafka.{dev.namespace}.svc.cluster.local:9093"
     listed = dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", "/opt/kafka/bin/kafka-topics.sh",
@@ -146,6 +148,15 @@ def test_the_runbooks_kubectl_exec_commands_work_in_the_broker_pod(dev):
                          "/opt/kafka/bin/kafka-metadata-quorum.sh", "--bootstrap-server", b,
                          "--command-config", conf, "describe", "--status")
     assert "LeaderId:" in quorum.stdout
+    # disaster-recovery-k8s.md's throttle, pasted as on-call would, with that same config file
+    docs_blocks.run("docs/runbooks/disaster-recovery-k8s.md", ["throttle"], dev.shell_env())
+    configs = ["/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", b, "--command-config", conf,
+               "--entity-type", "brokers", "--entity-default"]
+    set_ = dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", *configs, "--describe").stdout
+    assert "leader.replication.throttled.rate=50000000" in set_, set_
+    assert "follower.replication.throttled.rate=50000000" in set_, set_
+    dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", *configs, "--alter", "--delete-config",
+                "leader.replication.throttled.rate,follower.replication.throttled.rate")
 
 
 def test_the_brokers_jmx_metrics_are_scraped_by_prometheus(dev, tmp_path):
