@@ -150,6 +150,8 @@ def test_a_new_principal_and_the_next_ca_restart_no_broker(dev, tmp_path):
     wait_for(lambda: all(n > trusted[p] for p, n in trust_reloads(dev).items()), 300,
              "every broker reloaded the two-CA bundle")
     record("CA rollover 1: every broker trusts both", seconds=round(time.monotonic() - t))
+    checked = docs_blocks.run("docs/runbooks/ca-rollover.md", ["trusted"], dev.shell_env()).stdout
+    assert checked.count("reloaded the trust bundle") >= 3, checked  # on-call's look says the same
     assert restarts(pods, dev.pods()) == 0  # nor while the brokers reloaded
 
 
