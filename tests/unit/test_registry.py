@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -154,7 +155,6 @@ def test_policy_rule_refuses(tmp_path, edit, field, fragment):
 
 
 @pytest.mark.parametrize("edit", [
-    lambda d: topic(d, "audit_log").update(partitions=4),  # exactly the guideline
     lambda d: topic(d, "llm_usage").update(partitions=64),  # growing is fine
     lambda d: topic(d, "llm_usage").update(name="llm_usage_v2") or group(d, "billing-agg").update(
         topics=["llm_usage_v2"]) or group(d, "llm-metrics").update(topics=["llm_usage_v2"]),
@@ -170,9 +170,13 @@ def test_policy_rule_refuses(tmp_path, edit, field, fragment):
     lambda d: group(d, "reporting").pop("batch"),  # a continuous reader again
 ])
 def test_policy_rule_accepts(tmp_path, edit):
+    """Accepted, and kept: the loaded registry carries the edit (a loader that dropped what it
+    did not understand would pass a bare "does not raise")."""
     data = hip()
     edit(data)
-    load(tmp_path, data)
+    (tmp_path / "as-shipped").mkdir()
+    edited, shipped = load(tmp_path, data), load(tmp_path / "as-shipped", hip())
+    assert dataclasses.replace(edited, path="") != dataclasses.replace(shipped, path="")
 
 
 def test_bad_yaml_names_the_line(tmp_path):

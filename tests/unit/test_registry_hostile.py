@@ -4,6 +4,7 @@ rule that keeps one team out of another's data refuses with the rule and the fix
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -234,10 +235,13 @@ ACCEPTED = {
 
 @pytest.mark.parametrize("name", list(ACCEPTED))
 def test_policy_accepts(tmp_path, name):
+    """Accepted, and kept: the loaded registry differs from the shipped one by the edit."""
     data = hip()
     ACCEPTED[name](data)
-    problems_of_ok = write(tmp_path, yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False))
-    load_registry(problems_of_ok)
+    edited = load_registry(write(tmp_path, yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False)))
+    (tmp_path / "as-shipped").mkdir()
+    shipped = load_registry(write(tmp_path / "as-shipped", yaml.safe_dump(hip(), sort_keys=False)))
+    assert dataclasses.replace(edited, path="") != dataclasses.replace(shipped, path="")
 
 
 def test_the_shipped_registry_passes(registry):

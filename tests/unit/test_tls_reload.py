@@ -83,9 +83,14 @@ def test_a_key_of_another_certificate_is_refused():
 
 
 def test_a_new_ca_passes_once_the_bundle_holds_it():
+    """The same keystore is refused against TRUST alone (above) and taken with CA 2 in it."""
     ca2 = _ca("CA 2")
-    bundle = TRUST + ca2[1].public_bytes(PEM)
-    tls_reload.check(CURRENT, _keystore(ca2), bundle, now=NOW)
+    bundle, new = TRUST + ca2[1].public_bytes(PEM), _keystore(ca2)
+    with pytest.raises(tls_reload.Refused, match="do not trust yet"):
+        tls_reload.check(CURRENT, new, TRUST, now=NOW)
+    taken = tls_reload.check(CURRENT, new, bundle, now=NOW)
+    assert taken.certificate.issuer == ca2[1].subject
+    assert tls_reload.fingerprint(new) != tls_reload.fingerprint(CURRENT)
 
 
 def test_install_replaces_the_file_whole_and_private(tmp_path):
