@@ -305,32 +305,28 @@ def _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_) -> None:
     """apply, once the cluster is read: the saved plan's checks, then the changes."""
     from .reconcile import Plan
     from .reconcile.render import print_plan, print_result, progress_display
+    from .reconcile.run import StalePlan, check_reviewed
     from .reconcile.run import apply as apply_plan
 
-    todo = fresh
+    todo, saved = fresh, None
     if plan_file:
         try:
             saved = Plan.from_json(plan_file.read_text())
+            check_reviewed(saved, fresh, str(plan_file))  # before the plan is shown as the one to run
+        except StalePlan as e:
+            err.print(f"[bold red]error:[/bold red] {escape(str(e))}")
+            raise typer.Exit(1) from None
         except ValueError as e:
             err.print(f"[bold red]error:[/bold red] {plan_file}: {escape(str(e))}")
             raise typer.Exit(1) from None
-        if saved.fingerprint != fresh.fingerprint:
-            err.print("[bold red]error:[/bold red] the cluster changed since this plan was made "
-                      f"({plan_file}); nothing was applied. Run plan again.")
-            raise typer.Exit(1)
-        if [c.reviewed() for c in saved.changes] != [c.reviewed() for c in fresh.changes]:
-            err.print("[bold red]error:[/bold red] the registry no longer gives the plan that was "
-                      f"reviewed ({plan_file}: {len(saved.changes)} change(s), now "
-                      f"{len(fresh.changes)}); nothing was applied. Run plan again and review it.")
-            raise typer.Exit(1)
-        # Same decisions as reviewed; the fresh plan knows which moves already run.
     if not json_:
         print_plan(todo, out)
     if todo.errors:
         raise typer.Exit(1)
     try:
         with progress_display(err if json_ else out) as progress:
-            result = apply_plan(admin, reg, todo, passwords, opts, progress=progress, wait_s=wait)
+            result = apply_plan(admin, reg, todo, passwords, opts, progress=progress, wait_s=wait,
+                                reviewed=saved)
     except KeyboardInterrupt:
         err.print("[bold yellow]interrupted:[/bold yellow] any replica move goes on in the "
                   "brokers, still throttled; run apply again to follow it, finish it and remove "

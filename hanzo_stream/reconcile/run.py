@@ -50,11 +50,30 @@ def reconcile(admin: Any, registry: Registry, passwords: Mapping[str, str],
     return p, apply(admin, registry, p, passwords, opts, progress, wait_s)
 
 
+class StalePlan(ValueError):
+    """A reviewed plan that is no longer what applying would do: nothing was applied."""
+
+
+def check_reviewed(reviewed: Plan, fresh: Plan, where: str = "the saved plan") -> None:
+    """A reviewed plan may be applied only while the cluster is as it was read (fingerprint)
+    and the registry still makes the same decisions; the fresh plan is what runs (it knows
+    which replica moves already run)."""
+    if reviewed.fingerprint != fresh.fingerprint:
+        raise StalePlan(f"the cluster changed since this plan was made ({where}); nothing was "
+                        "applied. Run plan again.")
+    if [c.reviewed() for c in reviewed.changes] != [c.reviewed() for c in fresh.changes]:
+        raise StalePlan(f"the registry no longer gives the plan that was reviewed ({where}: "
+                        f"{len(reviewed.changes)} change(s), now {len(fresh.changes)}); nothing was "
+                        "applied. Run plan again and review it.")
+
+
 def apply(admin: Any, registry: Registry, p: Plan, passwords: Mapping[str, str], opts: Options,
           progress: Callable[[Progress], None] | None = None,
-          wait_s: float | None = None) -> Result:
-    """Apply a plan (reviewed, or just made), then wait until the brokers show what was
-    applied, so a plan right after shows no diff."""
+          wait_s: float | None = None, reviewed: Plan | None = None) -> Result:
+    """Apply a fresh plan (checked against the `reviewed` one first, when there is one), then
+    wait until the brokers show what was applied, so a plan right after shows no diff."""
+    if reviewed is not None:
+        check_reviewed(reviewed, p)
     result = execute(admin, p, passwords, progress, wait_s)
     await_visible(admin, registry, result.applied, opts)
     return result
