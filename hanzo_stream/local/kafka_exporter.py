@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..connection import ENV, Connection
 from ..monitoring.lag_exporter import DEFAULT_PORT
-from .daemon import Daemon
+from .daemon import Daemon, Managed
 from .kafka import free_ports
 
 NAME = "kafka-exporter"
@@ -49,18 +49,7 @@ def start(home: Path, conn: Connection, port: int | None = None, timeout: float 
     return d.url
 
 
-def stop(home: Path) -> bool:
-    """Stop it if it runs; True if it did."""
-    return _daemon(home).stop()
-
-
-def status(home: Path) -> dict:
-    return _daemon(home).status()
-
-
-def url(home: Path) -> str | None:
-    d = _daemon(home)
-    return d.url if d.alive() else None
-
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url
 
 __all__ = ["DEFAULT_PORT", "start", "status", "stop", "url"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from ..monitoring import prom_api, rule_files
-from .daemon import Daemon, StartFailed
+from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
 NAME = "prometheus"
@@ -104,17 +104,8 @@ def reload(home: Path) -> None:
         os.kill(d.pid, signal.SIGHUP)
 
 
-def stop(home: Path) -> bool:
-    return Daemon.load(home, NAME).stop()
-
-
-def status(home: Path) -> dict:
-    return Daemon.load(home, NAME).status()
-
-
-def url(home: Path) -> str | None:
-    d = Daemon.load(home, NAME)
-    return d.url if d.alive() else None
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url
 
 
 # The HTTP API helpers work against any Prometheus; re-exported for callers of this module.

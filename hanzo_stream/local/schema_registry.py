@@ -22,7 +22,7 @@ from .. import versions
 from ..connection import Connection
 from ..jvm import java, jit_flags
 from ..paths import cache_dir
-from .daemon import Daemon, StartFailed
+from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
 APICURIO_VERSION = versions.APICURIO_VERSION
@@ -122,15 +122,5 @@ def start(home: Path, cluster_conn: Connection | None = None, port: int | None =
     return d.url
 
 
-def stop(home: Path) -> bool:
-    """Stop the registry started in `home`. True if it was running."""
-    return Daemon.load(home, NAME).stop()
-
-
-def status(home: Path) -> dict:
-    return Daemon.load(home, NAME).status()
-
-
-def url(home: Path) -> str | None:
-    d = Daemon.load(home, NAME)
-    return d.url if d.alive() else None
+_managed = Managed(NAME)
+stop, status, url = _managed.stop, _managed.status, _managed.url
