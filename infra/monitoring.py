@@ -130,6 +130,22 @@ def pod_monitor(top: Topology, prom_labels: dict) -> dict:
 SASL_FLAGS_DIR = "/etc/kafka-exporter"
 
 
+def serving(port: str, ready: str, live: str | None = None, *, ready_every: int = 15,
+            live_delay: int | None = None, requests: tuple[str, str], limits: tuple[str, str]) -> dict:
+    """What each of the platform's small HTTP servers has the same way: readiness on `ready`,
+    liveness (every 30 s, five misses) on `live`, its CPU and memory (requests, limits) and the
+    hardened container securityContext."""
+    live_probe = {"httpGet": {"path": live or ready, "port": port}, "periodSeconds": 30,
+                  "failureThreshold": 5}
+    if live_delay is not None:
+        live_probe["initialDelaySeconds"] = live_delay
+    return {"readinessProbe": {"httpGet": {"path": ready, "port": port}, "periodSeconds": ready_every},
+            "livenessProbe": live_probe,
+            "resources": {"requests": {"cpu": requests[0], "memory": requests[1]},
+                          "limits": {"cpu": limits[0], "memory": limits[1]}},
+            "securityContext": security_context.container()}
+
+
 def _exporter_container(s: StackSettings, top: Topology) -> tuple[dict, list[dict]]:
     """The platform's own exporter (hanzo_stream.monitoring.lag_exporter, the same metric names
     and labels) or danielqsj/kafka_exporter; either logs in as exporterPrincipal over SASL_SSL.
@@ -177,13 +193,7 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
                     "name": "kafka-exporter",
                     **container,
                     "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                                       "periodSeconds": 15},
-                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                                      "periodSeconds": 30, "failureThreshold": 5},
-                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                                  "limits": {"cpu": "250m", "memory": "256Mi"}},
-                    "securityContext": security_context.container(),
+                    **serving("metrics", "/healthz", requests=("50m", "64Mi"), limits=("250m", "256Mi")),
                     "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT,
                                       "readOnly": True}, *mounts],
                 }],
@@ -271,7 +281,6 @@ def consumer_deployment(s: StackSettings, top: Topology, job: ConsumerJob) -> di
     env = [*connection_env(top, job.principal),
            {"name": "HANZO_STREAM_HOME", "value": CONSUMER_HOME},
            {"name": "HANZO_STREAM_METRICS_LISTEN", "value": f"0.0.0.0:{CONSUMER_METRICS_PORT}"}]
-    probe = {"httpGet": {"path": "/metrics", "port": "metrics"}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": job.name, "namespace": top.namespace, "labels": pod_labels},
@@ -294,12 +303,8 @@ def consumer_deployment(s: StackSettings, top: Topology, job: ConsumerJob) -> di
                                 "--consumers", f"{APP_HOME}/consumers"],
                     "env": env,
                     "ports": [{"name": "metrics", "containerPort": CONSUMER_METRICS_PORT}],
-                    "readinessProbe": {**probe, "periodSeconds": 15},
-                    "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 5,
-                                      "initialDelaySeconds": 30},
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                                  "limits": {"cpu": "1", "memory": "512Mi"}},
-                    "securityContext": security_context.container(),
+                    **serving("metrics", "/metrics", live_delay=30, requests=("100m", "128Mi"),
+                              limits=("1", "512Mi")),
                     "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
                                      {"name": "state", "mountPath": CONSUMER_HOME},
                                      {"name": "tmp", "mountPath": "/tmp"}],
@@ -378,13 +383,7 @@ def dead_letter_monitor(s: StackSettings, top: Topology, registry: Registry,
                              "--registry", f"{REGISTRY_MOUNT}/topics.yaml"],
                     "env": connection_env(top, principal),
                     "ports": [{"name": "metrics", "containerPort": DEAD_LETTER_MONITOR_PORT}],
-                    "readinessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"},
-                                       "periodSeconds": 15},
-                    "livenessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"},
-                                      "periodSeconds": 30, "failureThreshold": 5},
-                    "resources": {"requests": {"cpu": "20m", "memory": "64Mi"},
-                                  "limits": {"cpu": "250m", "memory": "256Mi"}},
-                    "securityContext": security_context.container(),
+                    **serving("metrics", "/metrics", requests=("20m", "64Mi"), limits=("250m", "256Mi")),
                     "volumeMounts": [
                         {"name": "registry", "mountPath": REGISTRY_MOUNT, "readOnly": True},
                         {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
@@ -451,13 +450,8 @@ def alertmanager(s: StackSettings, top: Topology, routing_key: object) -> list[d
                                  f"--web.listen-address=:{ALERTMANAGER_PORT}",
                                  "--cluster.listen-address="],
                         "ports": [{"name": "web", "containerPort": ALERTMANAGER_PORT}],
-                        "readinessProbe": {"httpGet": {"path": "/-/ready", "port": "web"},
-                                           "periodSeconds": 10},
-                        "livenessProbe": {"httpGet": {"path": "/-/healthy", "port": "web"},
-                                          "periodSeconds": 30, "failureThreshold": 5},
-                        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"},
-                                      "limits": {"cpu": "250m", "memory": "256Mi"}},
-                        "securityContext": security_context.container(),
+                        **serving("web", "/-/ready", "/-/healthy", ready_every=10,
+                                  requests=("20m", "64Mi"), limits=("250m", "256Mi")),
                         "volumeMounts": [
                             {"name": "config", "mountPath": ALERTMANAGER_CONFIG_MOUNT,
                              "readOnly": True},
