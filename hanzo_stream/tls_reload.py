@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s tls-reload %(message)s")
     broker = a.broker if a.broker is not None else pod_ordinal()
     conf = Connection.from_env().confluent()
+    log.info("watching %s for broker %s, every %g s", a.tls_dir, broker, a.every)  # SIGTERM handled
     watch(a.tls_dir, a.keystore, a.properties, broker, lambda: AdminClient(conf), a.every, a.rounds)
     return 0
 

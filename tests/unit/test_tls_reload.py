@@ -238,6 +238,7 @@ def test_the_sidecar_stops_at_sigterm(tmp_path):
     """It is its container's PID 1, which ignores a signal it has no handler for: the broker
     pod's every stop then waited its whole grace period (seen on the real cluster)."""
     import os
+    import select
     import signal
     import subprocess
     import sys
@@ -249,9 +250,17 @@ def test_the_sidecar_stops_at_sigterm(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "hanzo_stream.tls_reload", "--tls-dir", str(tls),
                              "--keystore", str(keystore), "--properties", str(props)],
                             env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(3)  # started and in its loop (a handler is installed before anything else)
-        assert proc.poll() is None, proc.stderr.read()
+    try:  # its first line comes once its handler is installed: no fixed wait (a loaded machine
+        deadline = time.monotonic() + 120  # took more than 3 s to get there, and SIGTERM killed it)
+        while proc.stderr is not None and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 1)[0]:
+                line = proc.stderr.readline()
+                assert line, f"it exited ({proc.poll()}) before it was watching"
+                if "watching" in line:
+                    break
+        else:
+            pytest.fail("the sidecar never said it was watching")
+        assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0  # not -SIGTERM: its own handler ended it
     finally:
