@@ -237,10 +237,12 @@ class Outage:
 
 def ride_out(cluster, job: str, topic: str, producer: str, key: str, events: list[dict],
              start: Callable[[], None], progressed: Callable[[], bool], home: Path,
-             down: Callable[[], None], up: Callable[[], None], seconds: float = 30.0) -> Outage:
+             down: Callable[[], None], up: Callable[[], None], seconds: float = 30.0,
+             caught_up: Callable[[], None] | None = None) -> Outage:
     """A third of `events` first; once `progressed()`, the store goes `down()` for `seconds`
     while the second third keeps arriving, then `up()` and the rest. The job is supervised as
-    Kubernetes would: restarted (at most 3 times) if it exits. Returns once it has caught up.
+    Kubernetes would: restarted (at most 3 times) if it exits. Returns once it has caught up
+    (`caught_up()` runs then, the job still running, for what a test asks of a live job).
 
     During the outage, no committed offset may move while the log end does: what the
     ConsumerStalled alert reads (its window and `for:` are promtool's to prove).
@@ -287,6 +289,8 @@ def ride_out(cluster, job: str, topic: str, producer: str, key: str, events: lis
                 break
             time.sleep(1)
         out.caught_up_s = time.monotonic() - back_at
+        if caught_up:
+            caught_up()
     finally:
         process.stop(job, home)
     return out
