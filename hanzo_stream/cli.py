@@ -195,6 +195,8 @@ def kafka(ctx: typer.Context, tool: Annotated[str | None, typer.Argument(
     except kafka_tools.UnknownTool as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT["usage"]) from None
+    if {"-h", "--help"} & set(ctx.args):  # the tool's own help, no login needed
+        raise typer.Exit(kafka_tools.run(tool or "", ctx.args, None))
     conn = _connection(None, None, None, None, None, None)
     raise typer.Exit(kafka_tools.run(tool or "", ctx.args, conn))
 

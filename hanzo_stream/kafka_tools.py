@@ -99,13 +99,17 @@ def command(tool: str, args: Sequence[str], conn: Connection, config: Path, log_
             "-cp", classpath, main_class(tool), *ours, *args]
 
 
-def run(tool: str, args: Sequence[str], conn: Connection) -> int:
-    """Run the tool with the caller's terminal; its exit code."""
+def run(tool: str, args: Sequence[str], conn: Connection | None) -> int:
+    """Run the tool with the caller's terminal; its exit code. No connection: the tool's own
+    help (`--help`), which needs no login."""
     from . import jars
 
     main_class(tool)  # an unknown tool fails before anything is fetched or written
     with tempfile.TemporaryDirectory(prefix="hanzo-stream-kafka-") as d:  # 0700
         config, log_config = Path(d, "client.properties"), Path(d, "log4j2.properties")
-        write_secret(config, client_properties(conn))
         log_config.write_text(tools_log4j2())
+        if conn is None:
+            return subprocess.call([java(), *jit_flags(), f"-Dlog4j2.configurationFile={log_config}",
+                                    "-cp", jars.kafka_classpath(), main_class(tool), "--help"])
+        write_secret(config, client_properties(conn))
         return subprocess.call(command(tool, args, conn, config, log_config, jars.kafka_classpath()))

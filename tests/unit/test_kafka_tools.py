@@ -68,3 +68,17 @@ def test_the_cli_writes_client_properties_0600(tmp_path, monkeypatch):
     assert out.stat().st_mode & 0o777 == 0o600
     assert out.read_text() == kafka_tools.client_properties(CONN)
     assert "s3cret" not in res.output
+
+
+def test_a_tools_own_help_needs_no_login():
+    """`hanzo-stream kafka consumer-groups --help` on a laptop with no cluster set: Kafka's own
+    help, from the platform's jars (a JVM, for real)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HANZO_STREAM_")}
+    res = subprocess.run([sys.executable, "-m", "hanzo_stream", "kafka", "consumer-groups", "--help"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "--bootstrap-server" in res.stdout + res.stderr and "--describe" in res.stdout + res.stderr
