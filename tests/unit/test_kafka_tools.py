@@ -80,5 +80,6 @@ def test_a_tools_own_help_needs_no_login():
     env = {k: v for k, v in os.environ.items() if not k.startswith("HANZO_STREAM_")}
     res = subprocess.run([sys.executable, "-m", "hanzo_stream", "kafka", "consumer-groups", "--help"],
                          env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert "--bootstrap-server" in res.stdout + res.stderr and "--describe" in res.stdout + res.stderr
+    said = res.stdout + res.stderr  # (its exit code is the tool's: 1 for some of Kafka's)
+    assert "no cluster configured" not in said
+    assert "--bootstrap-server" in said and "--describe" in said and "--reset-offsets" in said
