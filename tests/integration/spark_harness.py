@@ -133,7 +133,7 @@ def read_all(cluster, topic: str) -> list:
         c.assign([TopicPartition(topic, p, bounds[p][0]) for p in ends])
         seen: dict[tuple[int, int], object] = {}
         todo = set(ends)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # dead_letter holds ~1 MB letters: slow on a loaded machine
         while todo and time.monotonic() < deadline:
             for m in c.consume(500, 1.0):
                 if m.error() or m.partition() not in ends or m.offset() >= ends[m.partition()]:
@@ -141,6 +141,8 @@ def read_all(cluster, topic: str) -> list:
                 seen[(m.partition(), m.offset())] = m
                 if m.offset() == ends[m.partition()] - 1:
                     todo.discard(m.partition())
+        # A partial read would fail the caller's counts with no hint of why: say it here.
+        assert not todo, f"{topic}: partitions {sorted(todo)} not read to their ends in 180 s"
         return [seen[k] for k in sorted(seen)]
     finally:
         c.close()
