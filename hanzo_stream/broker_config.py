@@ -9,7 +9,8 @@ Kubernetes Secrets in the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 CLIENT, INTERNAL, CONTROLLER = "CLIENT", "INTERNAL", "CONTROLLER"
@@ -251,3 +252,16 @@ def from_apache_env(env: Mapping[str, str]) -> dict[str, str]:
         out[body.replace("___", "\0").replace("__", "\1").replace("_", ".")
             .replace("\0", "-").replace("\1", "_")] = v
     return out
+
+
+def kraft_uuid(candidate: Callable[[int], bytes]) -> str:
+    """A Kafka Uuid (cluster id, directory id: base64url of 16 bytes) from candidate(0),
+    candidate(1), ...: the first whose text does not start with "-", as Kafka's own
+    Uuid.randomUuid() does. kafka-storage's argument parser reads such an id as an option and
+    fails `format` ("expected one argument"); 1 in 64 does. A derived id (the stack's, from its
+    namespace uid) stays what it was unless it started with "-"."""
+    for n in range(1000):
+        text = base64.urlsafe_b64encode(candidate(n)).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+    raise ValueError("no Kafka Uuid in 1,000 candidates: the candidates do not vary")

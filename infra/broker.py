@@ -28,7 +28,6 @@ conversion from the Kafka jars to prove the variables below mean what broker_con
 
 from __future__ import annotations
 
-import base64
 import shlex
 import uuid
 from collections.abc import Callable, Mapping
@@ -40,6 +39,7 @@ from hanzo_stream.broker_config import (
     broker_config,
     from_apache_env,
     from_bitnami_env,
+    kraft_uuid,
     quorum_format_args,
     to_apache_env,
     to_bitnami_env,
@@ -137,8 +137,8 @@ def broker_settings(top: Topology, ordinal: int, overrides: Mapping[str, str] = 
 def directory_id(top: Topology, ordinal: int) -> str:
     """The metadata log directory id pod `ordinal` formats with: a Kafka Uuid (base64url,
     16 bytes) derived from the pod's name, so every pod renders the same voter list."""
-    raw = uuid.uuid5(uuid.NAMESPACE_DNS, top.pod_host(ordinal)).bytes
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    host = top.pod_host(ordinal)
+    return kraft_uuid(lambda n: uuid.uuid5(uuid.NAMESPACE_DNS, host + (f"#{n}" if n else "")).bytes)
 
 
 def initial_voters(top: Topology, founders: int | None = None) -> dict[int, str]:

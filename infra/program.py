@@ -6,7 +6,6 @@ resource is registered, so a stack that breaks the standard fails at `pulumi pre
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import uuid
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pulumi
 
 from hanzo_stream import tls_reload
+from hanzo_stream.broker_config import kraft_uuid
 from hanzo_stream.registry import load_registry
 
 from . import (
@@ -66,9 +66,15 @@ def cluster_id(s: StackSettings, namespace_uid: pulumi.Input[str]) -> pulumi.Out
     """
     if s.clusterId:
         return pulumi.Output.secret(s.clusterId)
-    return pulumi.Output.secret(pulumi.Output.from_input(namespace_uid).apply(
-        lambda uid: base64.urlsafe_b64encode(
-            uuid.uuid5(uuid.NAMESPACE_URL, f"hanzo-stream:kraft:{uid}").bytes).decode().rstrip("=")))
+    return pulumi.Output.secret(pulumi.Output.from_input(namespace_uid).apply(derived_cluster_id))
+
+
+def derived_cluster_id(namespace_uid: str) -> str:
+    """The id of the namespace `namespace_uid`: never one starting with "-", which the brokers'
+    `kafka-storage format --cluster-id` would read as an option (a stack got one on 2026-12-02
+    and its broker crash-looped)."""
+    return kraft_uuid(lambda n: uuid.uuid5(
+        uuid.NAMESPACE_URL, f"hanzo-stream:kraft:{namespace_uid}" + (f"#{n}" if n else "")).bytes)
 
 
 def founding_controllers(s: StackSettings) -> pulumi.Output:

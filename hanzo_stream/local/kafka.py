@@ -8,7 +8,6 @@ resumes the same cluster.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -28,6 +27,7 @@ from ..broker_config import (
     Node,
     broker_config,
     jaas_config,
+    kraft_uuid,
     quorum_format_args,
     to_server_properties,
 )
@@ -133,10 +133,7 @@ def random_uuid() -> str:
     Like Kafka, never one starting with "-": kafka-storage's argument parser would read it as
     an option (1 in 64 ids did, and failed `format` with "expected one argument").
     """
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
+    return kraft_uuid(lambda _: uuid.uuid4().bytes)
 
 
 
