@@ -95,8 +95,12 @@ def command(tool: str, args: Sequence[str], conn: Connection, config: Path, log_
     given = {a.split("=", 1)[0] for a in args}
     ours = [] if given & {BOOTSTRAP, "--bootstrap-controller"} else [BOOTSTRAP, conn.bootstrap]
     ours += [] if CONFIG in given else [CONFIG, str(config)]
+    return [*_java(tool, log_config, classpath), *ours, *args]
+
+
+def _java(tool: str, log_config: Path, classpath: str) -> list[str]:
     return [java(), *jit_flags(), "-Xmx512m", f"-Dlog4j2.configurationFile={log_config}",
-            "-cp", classpath, main_class(tool), *ours, *args]
+            "-cp", classpath, main_class(tool)]
 
 
 def run(tool: str, args: Sequence[str], conn: Connection | None) -> int:
@@ -109,7 +113,6 @@ def run(tool: str, args: Sequence[str], conn: Connection | None) -> int:
         config, log_config = Path(d, "client.properties"), Path(d, "log4j2.properties")
         log_config.write_text(tools_log4j2())
         if conn is None:
-            return subprocess.call([java(), *jit_flags(), f"-Dlog4j2.configurationFile={log_config}",
-                                    "-cp", jars.kafka_classpath(), main_class(tool), "--help"])
+            return subprocess.call([*_java(tool, log_config, jars.kafka_classpath()), "--help"])
         write_secret(config, client_properties(conn))
         return subprocess.call(command(tool, args, conn, config, log_config, jars.kafka_classpath()))

@@ -15,8 +15,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from ..cli_common import EXIT, registry_or_exit
 from ..cli_common import console as make_console
-from ..cli_common import registry_or_exit
 from ..kube.cli import app as kube_app
 from ..monitoring.status import grouped as grouped_alerts
 from ..reconcile.secrets import SECRETS_FILE_ENV
@@ -150,7 +150,7 @@ def _parts(registry: Path, parts: list[str], act) -> None:
         act(ctx, set(parts))
     except ValueError as e:  # an unknown part: nothing was stopped or started
         console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
-        raise typer.Exit(64) from None
+        raise typer.Exit(EXIT["usage"]) from None
 
 
 @app.command()
@@ -159,23 +159,21 @@ def stop(parts: Parts, registry: RegistryOpt = Path("topics.yaml")) -> None:
     _parts(registry, parts, lambda ctx, only: platform.stop(ctx, only, quiet=False))
 
 
+def _start(ctx: platform.Context, only: set[str]) -> None:
+    if platform.up(ctx, only):  # one died right after starting: up printed why
+        raise typer.Exit(1)
+
+
 @app.command()
 def start(parts: Parts, registry: RegistryOpt = Path("topics.yaml")) -> None:
     """Start these parts (as `up --only`, without watching the pipeline)."""
-    def act(ctx, only):
-        if platform.up(ctx, only):
-            raise typer.Exit(1)
-    _parts(registry, parts, act)
+    _parts(registry, parts, _start)
 
 
 @app.command()
 def restart(parts: Parts, registry: RegistryOpt = Path("topics.yaml")) -> None:
     """Stop these parts, then start them again."""
-    def act(ctx, only):
-        platform.stop(ctx, only, quiet=False)
-        if platform.up(ctx, only):
-            raise typer.Exit(1)
-    _parts(registry, parts, act)
+    _parts(registry, parts, lambda ctx, only: (platform.stop(ctx, only, quiet=False), _start(ctx, only)))
 
 
 @app.command()
