@@ -95,10 +95,10 @@ def command(tool: str, args: Sequence[str], conn: Connection, config: Path, log_
     given = {a.split("=", 1)[0] for a in args}
     ours = [] if given & {BOOTSTRAP, "--bootstrap-controller"} else [BOOTSTRAP, conn.bootstrap]
     ours += [] if CONFIG in given else [CONFIG, str(config)]
-    return [*_java(tool, log_config, classpath), *ours, *args]
+    return [*_tool_line(tool, log_config, classpath), *ours, *args]
 
 
-def _java(tool: str, log_config: Path, classpath: str) -> list[str]:
+def _tool_line(tool: str, log_config: Path, classpath: str) -> list[str]:
     return [java(), *jit_flags(), "-Xmx512m", f"-Dlog4j2.configurationFile={log_config}",
             "-cp", classpath, main_class(tool)]
 
@@ -113,6 +113,6 @@ def run(tool: str, args: Sequence[str], conn: Connection | None) -> int:
         config, log_config = Path(d, "client.properties"), Path(d, "log4j2.properties")
         log_config.write_text(tools_log4j2())
         if conn is None:
-            return subprocess.call([*_java(tool, log_config, jars.kafka_classpath()), "--help"])
+            return subprocess.call([*_tool_line(tool, log_config, jars.kafka_classpath()), "--help"])
         write_secret(config, client_properties(conn))
         return subprocess.call(command(tool, args, conn, config, log_config, jars.kafka_classpath()))
