@@ -75,6 +75,18 @@ def table(lane: dict) -> tuple[str, float, float]:
     return head + "\n".join(rows), lane["wall"], total_cpu
 
 
+def busy(lane: dict) -> str:
+    """How full the machine was while the lane ran: everything on it, both lanes and any Go
+    build beside them. Near 100%, the run is CPU-bound, and only less CPU makes it shorter;
+    running more side by side does not."""
+    if "machine_cpu" not in lane:  # profiles before stop 56
+        return ""
+    share = lane["machine_cpu"] / (lane["wall"] * lane["cores"])
+    return (f" The whole machine was busy {lane['machine_cpu']:,.0f} CPU-s of the "
+            f"{lane['wall'] * lane['cores']:,.0f} its {lane['cores']} cores had in that time "
+            f"({share:.0%}).")
+
+
 def coverage() -> str:
     if not COVERAGE.exists():
         return "Coverage: not measured in this run (`--coverage`)."
@@ -99,7 +111,12 @@ def render(commit: str, whole: float | None) -> str:
                 if name == "unit" else
                 "CPU: the machine's un-niced busy time while the module ran (brokers, Spark, pods)")
         parts.append(f"### The {name} lane: {wall:,.0f} s wall, {cpu:,.0f} s CPU\n\n{what}; "
-                     f"waits: wall minus CPU over the cores.\n\n{body}")
+                     f"waits: wall minus CPU over the cores.{busy(lane)}\n\n{body}")
+    for f in sorted(PROFILE.glob("parts-*.json")):  # tests/suite_profile.py record_parts
+        cpu = json.loads(f.read_text())
+        listed = ", ".join(f"{name} {s:,.0f}" for name, s in cpu.items())
+        parts.append(f"CPU-s of {f.stem.removeprefix('parts-')}'s long-running parts, as its "
+                     f"module ended: {listed}.")
     return "\n\n".join(parts)
 
 

@@ -8,6 +8,7 @@ module, so nothing outside local/ imports the local platform (docs/architecture.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,22 @@ def pid_alive(pid: int | None, marker: str) -> bool:
     except OSError:
         return False
     return marker in cmdline.decode(errors="replace")
+
+
+def session_cpu(sid: int) -> float:
+    """CPU seconds of every process in session `sid`: a daemon is its session's leader
+    (spawn), so this is its own, what it started and still runs (a Spark driver's JVM), and
+    what those reaped. What `local status` shows per part: which one keeps a machine busy."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after = stat.read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
+        except (OSError, IndexError):
+            continue  # gone while we read
+        # state ppid pgrp session ... utime(11) stime cutime cstime; not the dead (Z, X)
+        if int(after[3]) == sid and after[0] not in ("Z", "X"):
+            ticks += sum(int(x) for x in after[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def read_record(home: Path, name: str) -> dict[str, Any]:

@@ -63,6 +63,7 @@ background() {  # NAME NICE PYTEST-ARGS...: a lane logged to a file
     exit $code
   ) &
 }
+rm -f .hanzo-stream/suite-profile/parts-*.json  # this run's parts only (tests/suite_profile.py)
 background unit 10 --durations=10 tests/unit
 unit_pid=$!
 (lane integration 0 --durations=30 tests/integration)

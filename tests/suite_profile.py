@@ -53,6 +53,16 @@ class LaneCpu:
         return sum(self.last.values())
 
 
+def record_parts(what: str, components: dict[str, dict]) -> None:
+    """The CPU seconds each long-running part used (their status' cpu_seconds: the local
+    platform's components, the session node's daemons), beside the lanes' profiles: the CPU a
+    module's background burns is in its row, this says whose it is."""
+    parts = {n: c["cpu_seconds"] for n, c in components.items() if c.get("cpu_seconds")}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"parts-{what}.json").write_text(json.dumps(
+        dict(sorted(parts.items(), key=lambda kv: -kv[1])), indent=1))
+
+
 @dataclass
 class Module:
     wall: float = 0.0
@@ -71,6 +81,7 @@ class Profile:
         self.current: str | None = None
         self.mark: tuple[float, float] = (0.0, 0.0)
         self.started = time.monotonic()
+        self.machine_started = machine_cpu()  # the whole machine: both lanes, builds, all
         self.reporter = None
 
     def _sample(self) -> tuple[float, float]:
@@ -113,9 +124,12 @@ class Profile:
                                             "included; CPU: see tests/suite_profile.py)")
             for name, m in slow:
                 terminalreporter.write_line(f"{m.wall:8.1f} s  cpu {m.cpu:7.1f} s  {name}")
+        wall, busy = time.monotonic() - self.started, machine_cpu() - self.machine_started
+        terminalreporter.write_line(f"the machine: {busy:,.0f} CPU-s busy of {wall * os.cpu_count():,.0f} "
+                                    f"({busy / (wall * os.cpu_count()):.0%}; near 100%: CPU-bound)")
         OUT.mkdir(parents=True, exist_ok=True)
         doc = {"lane": self.lane, "cores": os.cpu_count(), "cgroup": bool(self.cpu.cgroups),
-               "wall": time.monotonic() - self.started,
+               "wall": wall, "machine_cpu": busy,
                "finished": time.time(), "modules": {k: asdict(v) for k, v in self.modules.items()}}
         (OUT / f"{self.lane}.json").write_text(json.dumps(doc, indent=1))
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from .. import state
+
 
 def job_dir(name: str, home: Path) -> Path:
     return Path(home) / "jobs" / name
@@ -228,6 +230,8 @@ def status(name: str, home: Path) -> dict:
     info = _read_json(job_dir(name, home) / "job.json")
     pid = info.get("pid")
     out = {"running": _alive(pid, name), "pid": pid, "log": str(log_file(name, home))}
+    if out["running"]:  # its session: the driver and the JVM it started (state.session_cpu)
+        out["cpu_seconds"] = round(state.session_cpu(pid), 1)
     if out["running"] or not info:
         return out | {"state": "running" if out["running"] else "not started"}
     code = _exit_code(name, home, pid)

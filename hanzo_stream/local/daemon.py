@@ -133,7 +133,9 @@ class Daemon:
         return True
 
     def status(self) -> dict:
-        return {"running": self.alive(), "pid": self.pid if self.alive() else None,
+        alive = self.alive()
+        return {"running": alive, "pid": self.pid if alive else None,
+                "cpu_seconds": round(state.session_cpu(self.pid), 1) if alive and self.pid else None,
                 "url": self.url, "log": str(self.log_file)}
 
 

@@ -119,8 +119,11 @@ def _kafka_start(ctx: Context) -> str:
 
 def _kafka_status(ctx: Context) -> dict[str, Any]:
     c = kafka.LocalCluster.load(ctx.home / "kafka")
+    alive = kafka.running(ctx.home / "kafka")
     return {"running": kafka.is_running(ctx.home / "kafka"),
             "bootstrap": c.bootstrap if c else None,
+            "cpu_seconds": round(sum(state.session_cpu(n["pid"]) for n in c.nodes
+                                     if n["node_id"] in alive), 1) if c and alive else None,
             "logs": [str(p) for p in c.log_files()] if c else []}
 
 

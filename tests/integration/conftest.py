@@ -9,6 +9,7 @@ serves the WRONGNAME listener (a certificate for another host) for test_authenti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ import pytest
 from hanzo_stream.connection import Connection
 from hanzo_stream.local import credentials, kafka
 from hanzo_stream.registry import Registry
+from tests import suite_profile
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -219,6 +221,8 @@ def kube_node(tmp_path_factory) -> Iterator:
         node.up()
         yield node
     finally:
+        with contextlib.suppress(Exception):  # a report, never the reason a teardown fails
+            suite_profile.record_parts("kube-node", node.status()["components"])
         node.down(purge=True)
         owner.unlink(missing_ok=True)
 

@@ -5,7 +5,7 @@ it in, standard or URL-safe alphabet) or hex; a private key by any line of its P
 its DER bytes. Reports name the secret ("password of llm-gateway"), never its value.
 
 One pass per file: a leak needs a run of at least MIN_RUN base64/URL-safe/hex characters,
-so each file's runs that long are gathered (one C-speed regex pass) and the needles are
+so each file's runs that long are gathered (one C-speed pass) and the needles are
 searched in those. Compressed data (Kafka's lz4 batches, Prometheus chunks, Parquet pages)
 is scanned as stored, not decompressed.
 """
@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MIN_RUN = 16
-_RUN = re.compile(rb"[A-Za-z0-9+/=_\-]{%d,}" % MIN_RUN)
+_RUN_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
+# Every other byte becomes a space, so bytes.split() cuts the runs out at C speed: 1.4x the
+# regex `[A-Za-z0-9+/=_-]{16,}` on 750 MB of mixed files, which tried each start inside a word.
+_TO_RUNS = bytes(b if b in _RUN_CHARS else 0x20 for b in range(256))
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def private_keys_in(label: str, pem_file: Path) -> list[Secret]:
 
 def found(data: bytes, secrets: Iterable[Secret]) -> list[str]:
     """Labels of the secrets `data` contains in any form."""
-    runs = b"\n".join(set(_RUN.findall(data)))
+    runs = b"\n".join({r for r in data.translate(_TO_RUNS).split() if len(r) >= MIN_RUN})
     return [s.label for s in secrets
             if any(n in runs for n in s.needles) or any(b in data for b in s.binary)]
 

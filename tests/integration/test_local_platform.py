@@ -26,6 +26,7 @@ import pytest
 from hanzo_stream.jobs import process
 from hanzo_stream.local import pager, prometheus, schema_registry
 from hanzo_stream.monitoring import dashboards
+from tests import suite_profile
 from tests.integration.conftest import exports, wait_for
 
 pytestmark = pytest.mark.integration
@@ -453,7 +454,10 @@ def test_local_env_prints_no_password_but_the_admins(platform: Platform) -> None
 
 
 def test_down_stops_every_process_and_keeps_the_data(platform: Platform) -> None:
-    pids = [info["pid"] for info in platform.status()["components"].values() if info.get("pid")]
+    running = platform.status()["components"]
+    suite_profile.record_parts("local-platform", running)
+    assert running["kafka"]["cpu_seconds"] > 0 and running["analytics-ingest"]["cpu_seconds"] > 0
+    pids = [info["pid"] for info in running.values() if info.get("pid")]
     assert len(pids) >= 9  # registry, exporter, prometheus, five jobs, demo (+ the broker's own file)
     res = platform.cli("local", "down", timeout=300)
     assert res.returncode == 0, res.stderr
