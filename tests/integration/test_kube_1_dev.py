@@ -137,7 +137,7 @@ def test_the_broker_takes_its_nodes_zone_as_its_rack(dev):
 def test_the_runbooks_kubectl_exec_commands_work_in_the_broker_pod(dev):
     """docs/runbooks/scaling-1-to-3.md: an admin client config from the Secret into the pod's
     run directory, then the Kafka tools through the client Service; disaster-recovery-k8s.md's
-    throttle block as written."""
+    throttle and unthrottle blocks as written."""
     conf = admin_properties(dev)
     b = f"kafka.{dev.namespace}.svc.cluster.local:9093"
     listed = dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", "/opt/kafka/bin/kafka-topics.sh",
@@ -148,15 +148,25 @@ def test_the_runbooks_kubectl_exec_commands_work_in_the_broker_pod(dev):
                          "/opt/kafka/bin/kafka-metadata-quorum.sh", "--bootstrap-server", b,
                          "--command-config", conf, "describe", "--status")
     assert "LeaderId:" in quorum.stdout
-    # disaster-recovery-k8s.md's throttle, pasted as on-call would, with that same config file
-    docs_blocks.run("docs/runbooks/disaster-recovery-k8s.md", ["throttle"], dev.shell_env())
-    configs = ["/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", b, "--command-config", conf,
-               "--entity-type", "brokers", "--entity-default"]
-    set_ = dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", *configs, "--describe").stdout
-    assert "leader.replication.throttled.rate=50000000" in set_, set_
-    assert "follower.replication.throttled.rate=50000000" in set_, set_
-    dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", *configs, "--alter", "--delete-config",
-                "leader.replication.throttled.rate,follower.replication.throttled.rate")
+    # disaster-recovery-k8s.md's throttle, pasted as on-call would, with that same config file:
+    # the brokers' rates and every topic's throttled replicas (a rate alone throttles nothing)
+    def configs(entity: str, *name: str) -> str:
+        return dev.kubectl("exec", "kafka-0", "-c", "kafka", "--", "/opt/kafka/bin/kafka-configs.sh",
+                           "--bootstrap-server", b, "--command-config", conf, "--entity-type",
+                           entity, *(("--entity-name", *name) if name else ("--entity-default",)),
+                           "--describe").stdout
+
+    page = "docs/runbooks/disaster-recovery-k8s.md"
+    docs_blocks.run(page, ["throttle"], dev.shell_env())
+    rates = configs("brokers")
+    assert "leader.replication.throttled.rate=50000000" in rates, rates
+    assert "follower.replication.throttled.rate=50000000" in rates, rates
+    for topic in ("llm_usage", "__consumer_offsets"):  # a registry topic and an internal one
+        replicas = configs("topics", topic)
+        assert "leader.replication.throttled.replicas=*" in replicas, replicas
+        assert "follower.replication.throttled.replicas=*" in replicas, replicas
+    docs_blocks.run(page, ["unthrottle"], dev.shell_env())
+    assert "throttled" not in configs("brokers") + configs("topics", "llm_usage")
 
 
 def test_the_brokers_jmx_metrics_are_scraped_by_prometheus(dev, tmp_path):
