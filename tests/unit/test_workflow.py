@@ -63,17 +63,96 @@ def test_every_change_runs_the_readme_test_command():
     assert ci["jobs"]["test"]["timeout-minutes"] <= 90
 
 
-def test_infra_changes_preview_every_stack_and_only_preview():
+def test_infra_changes_render_and_preview_every_stack_and_only_preview():
     infra = _load("infra.yml")
-    paths = _on(infra)["pull_request"]["paths"]
-    assert "infra/**" in paths and "Pulumi*.yaml" in paths
-    job = infra["jobs"]["preview"]
+    on = _on(infra)
+    assert "infra/**" in on["pull_request"]["paths"] and "Pulumi*.yaml" in on["pull_request"]["paths"]
     stacks = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
-    assert sorted(job["strategy"]["matrix"]["stack"]) == stacks
-    pulumi = [s for s in job["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@")]
+    render, preview = infra["jobs"]["render"], infra["jobs"]["preview"]
+    assert sorted(render["strategy"]["matrix"]["stack"]) == stacks
+    assert sorted(preview["strategy"]["matrix"]["stack"]) == stacks
+    assert 'python -m infra.render "${{ matrix.stack }}"' in _runs("render", infra)
+    pulumi = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@")]
     assert len(pulumi) == 1 and pulumi[0]["with"]["command"] == "preview"
     assert pulumi[0]["with"]["stack-name"] == "${{ matrix.stack }}"
-    assert "up" not in {s.get("with", {}).get("command") for s in job["steps"]}
+    assert "up" not in {s.get("with", {}).get("command") for s in preview["steps"]}
+    # the pull request's files reach the preview only through infra/proposed.py, which takes
+    # exactly the paths that start it (tests/unit/test_infra_proposed.py: what it refuses)
+    from infra import proposed
+
+    runs = _runs("preview", infra)
+    assert runs.index("python -m infra.proposed pr") < runs.index("KUBECONFIG")
+    taken = {*proposed.DATA_FILES, *(f"{d}/**" for d in proposed.DATA_DIRS), "Pulumi.*.yaml"}
+    assert set(on["pull_request_target"]["paths"]) == taken
+    assert preview["environment"] == "preview"  # environment secrets: read-scoped, reviewed
+
+
+def _events(workflow: dict, job: dict) -> set[str]:
+    """The events that start a job: its workflow's, narrowed by an `if` on the event's name."""
+    events = set(_on(workflow))
+    m = re.fullmatch(r"github\.event_name == '(\w+)'", str(job.get("if", "")).strip())
+    return events & {m.group(1)} if m else events
+
+
+def _all_jobs():
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        wf = yaml.safe_load(path.read_text())
+        for name, job in wf["jobs"].items():
+            yield path.name, wf, name, job
+
+
+def test_no_job_that_runs_a_pull_requests_code_can_see_a_secret():
+    """On `pull_request` the workflow file and the checkout are the pull request's: such a job
+    holds no secret and no environment (whose secrets it would get). A job that holds secrets
+    for a pull request runs on pull_request_target, the base branch's workflow and code, and
+    takes the pull request's head only as data: into a directory of its own, sparse, without
+    the token, never run (no local action, no working directory or command inside it), and
+    through a step that refuses links first."""
+    seen = set()
+    for file, wf, name, job in _all_jobs():
+        events, text = _events(wf, job), yaml.safe_dump(job)
+        where = f"{file}: jobs.{name}"
+        if "pull_request" in events:
+            seen.add(where)
+            assert "secrets." not in text and "secrets." not in yaml.safe_dump(wf.get("env", {})), where
+            assert "environment" not in job, where
+        if not events & {"pull_request_target", "workflow_run"}:
+            continue
+        heads = [s for s in job["steps"] if "pull_request.head" in str(s.get("with", {}).get("ref"))]
+        for step in heads:
+            w = step["with"]
+            assert w.get("path") not in (None, "", ".") and w["persist-credentials"] is False, where
+            assert w.get("sparse-checkout") and w.get("sparse-checkout-cone-mode") is False, where
+            data = w["path"]
+            for s in job["steps"]:
+                assert not str(s.get("uses", "")).startswith("./"), where
+                assert not str(s.get("working-directory", "")).startswith(data), where
+                runs_it = re.compile(rf"(^|[\s;&|(])(\./)?{data}/\S*\.(py|sh)\b|"
+                                     rf"(bash|sh|python|source|\.|cd|pip install) \.?/?{data}\b")
+                for line in s.get("run", "").splitlines():
+                    assert not runs_it.search(line), (where, line)
+            guarded = "\n".join(s.get("run", "") for s in job["steps"])
+            assert f"find {data} -type l" in guarded or f"infra.proposed {data}" in guarded, where
+    assert {"ci.yml: jobs.test", "infra.yml: jobs.render", "registry.yml: jobs.check"} <= seen
+
+
+def test_every_action_is_pinned_by_commit_and_go_is_the_pinned_release():
+    """A tag can be moved to other code (pulumi/actions holds the stack's secrets); Renovate
+    (renovate.json, helpers:pinGitHubActionDigests) keeps the SHAs and their comments current."""
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if m := re.search(r"uses:\s*(\S+)", line):
+                assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m.group(1)), f"{path.name}:{n}"
+                assert re.search(r"#\s*v\d+\.\d+\.\d+\s*$", line), f"{path.name}:{n}: its release?"
+    steps = _load("ci.yml")["jobs"]["test"]["steps"]
+    go = next(s for s in steps if str(s.get("uses", "")).startswith("actions/setup-go@"))
+    pins = next(s for s in steps if s.get("id") == "pins")
+    assert go["with"]["go-version"] == "${{ steps.pins.outputs.go }}" and "GO_VERSION" in pins["run"]
+    out = subprocess.run(["bash", "-c", pins["run"].replace('>> "$GITHUB_OUTPUT"', "")], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    from hanzo_stream.versions import GO_VERSION
+
+    assert out.strip() == f"go={GO_VERSION}"
 
 
 def test_the_plan_is_one_pull_request_comment_updated_in_place():
