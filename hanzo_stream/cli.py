@@ -21,14 +21,12 @@ try:  # typer >= 0.20 carries its own click
 except ImportError:  # pragma: no cover
     from click.exceptions import ClickException, UsageError
 
-from .cli_common import EXIT, console, registry_or_exit
+from .cli_common import EXIT, console, registry_or_exit, typer_app
 from .connection import ENV, Connection, ConnectionError_
 from .reconcile.replication import DEFAULT_THROTTLE
 from .reconcile.secrets import SECRETS_FILE_ENV
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Hanzo Stream: topics.yaml registry, reconciler, schemas, jobs, local platform.")
+app = typer_app("Hanzo Stream: topics.yaml registry, reconciler, schemas, jobs, local platform.")
 out = console()
 err = console(stderr=True)
 
@@ -150,7 +148,7 @@ def _admin(conn: Connection):
 
 @app.command()
 def validate(registry: RegistryOpt = Path("topics.yaml")) -> None:
-    """Check topics.yaml (and schemas/, when present) against the standard. No cluster needed."""
+    """Check topics.yaml and schemas/ against the standard. No cluster needed."""
     reg = _registry(registry)
     extra = _optional("hanzo_stream.schemas.validate", "validate_all")
     if extra:
@@ -169,7 +167,8 @@ def check(
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Connect and log in; if that fails, say exactly why (TLS, SASL, credentials). Exit 0/1."""
+    """Connect and log in, or say exactly why not. TLS, SASL, credentials: each its own
+    error. Exit 0/1."""
     from .diagnose import diagnose
 
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
@@ -185,11 +184,15 @@ def check(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
                                "help_option_names": []})
 def kafka(ctx: typer.Context, tool: Annotated[str | None, typer.Argument(
-        help="consumer-groups, topics, get-offsets, configs, ... (kafka_tools.py)")] = None) -> None:
-    """Run one of Kafka's own tools, logged in as this shell (HANZO_STREAM_*): everything after
-    TOOL is the tool's, --bootstrap-server and --command-config are added. Exit: the tool's."""
+        help="consumer-groups, topics, get-offsets, configs and the others of "
+             "kafka_tools.py")] = None) -> None:
+    """Run a Kafka tool, logged in as this shell. The login is HANZO_STREAM_*: everything after
+    TOOL is the tool's, and --bootstrap-server and --command-config are added. Exit: the tool's."""
     from . import kafka_tools
 
+    if tool in ("-h", "--help"):  # this command's own help; `kafka TOOL --help` is the tool's
+        typer.echo(ctx.get_help())
+        raise typer.Exit(EXIT["ok"])
     try:
         kafka_tools.main_class(tool or "")
     except kafka_tools.UnknownTool as e:
@@ -208,8 +211,8 @@ def client_properties(
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Write this login as a Java client's properties, for a tool's --command-config (Kafka's
-    own tools need none: `hanzo-stream kafka`)."""
+    """Write this login as Java client properties. For a tool's --command-config (Kafka's own
+    tools need none: `hanzo-stream kafka`)."""
     from .kafka_tools import client_properties as properties
     from .secret_files import write_secret
 
@@ -344,8 +347,7 @@ def _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_) -> None:
     raise typer.Exit(0 if result.ok else 1)
 
 
-dead_letters_app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
-                               help="Dead letters: replay them, checked.")
+dead_letters_app = typer_app("Dead letters: replay them, checked.")
 
 
 @dead_letters_app.command("replay")
@@ -363,7 +365,7 @@ def replay_dead_letters(
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Put dead letters back on their source topics, each checked first (hanzo_stream/replay.py):
+    """Put dead letters back on their topics, checked. Each needs (hanzo_stream/replay.py)
     a registry topic, a plausible stage, bytes that pass the topic's contract now; written as a
     producer of that topic, never as the admin. Exit 0: all replayed; 1: some refused or failed."""
     import dataclasses

@@ -18,6 +18,15 @@ EXIT = {"ok": 0, "error": 1, "changes": 2, "usage": 64, "interrupted": 130}
 UNFOLDED_WIDTH = 1000  # columns when not on a terminal
 
 
+def typer_app(help: str | None = None) -> typer.Typer:
+    """A command group as every one of ours is made. Its help is click's plain text, which
+    wraps at any width: rich's option tables cut what did not fit with an ellipsis, and at 80
+    columns that was every environment variable's name."""
+    return typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None, help=help,
+                       context_settings={"help_option_names": ["-h", "--help"]})
+
+
 def console(stderr: bool = False) -> Console:
     """On a terminal rich fits lines to its width; into a log or a pipe a line is never folded
     (rich would assume 80 columns and break a path in two)."""

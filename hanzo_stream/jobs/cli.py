@@ -13,14 +13,13 @@ from typing import Annotated
 
 import typer
 
-from ..cli_common import console
+from ..cli_common import console, typer_app
 from ..connection import ConnectionError_
 from ..registry import RegistryInvalid, load_registry
 from .process import CheckpointBusy, hold_checkpoint, record_exit
 from .spec import SpecInvalid, list_specs, load_spec
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="The consumer-group jobs (PySpark): list, show, run.")
+app = typer_app("The consumer-group jobs (PySpark): list, show, run.")
 out = console()
 err = console(stderr=True)
 
@@ -76,7 +75,7 @@ def run(
         help="Spark master (default: local\\[2]).", envvar="HANZO_STREAM_SPARK_MASTER",
         show_envvar=True)] = None,
 ) -> None:
-    """Run a job on local Spark as its registry principal (Ctrl-C stops it cleanly)."""
+    """Run a job on local Spark. As its registry principal; Ctrl-C stops it cleanly."""
     from .runner import run as run_job
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

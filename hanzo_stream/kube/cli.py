@@ -12,9 +12,10 @@ import typer
 from rich.markup import escape
 
 from ..cli_common import console as make_console
+from ..cli_common import typer_app
 from .node import Node, NodeFailed
 
-app = typer.Typer(no_args_is_help=True)
+app = typer_app()
 console = make_console(stderr=True)
 
 
@@ -51,7 +52,8 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 @app.command()
 def env() -> None:
-    """Print export lines: eval "$(hanzo-stream local kube env)" puts kubectl on this node."""
+    """Print export lines for kubectl. eval "$(hanzo-stream local kube env)" puts kubectl on
+    this node."""
     node = Node()
     sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(node.kubeconfig))}\n"
                      f"export PATH={shlex.quote(str(node.binary('kubectl')).rsplit('/', 1)[0])}:\"$PATH\"\n")
@@ -59,7 +61,7 @@ def env() -> None:
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec(ctx: typer.Context) -> None:
-    """Run a command on the node's network, where cluster DNS names resolve."""
+    """Run a command on the node's network. Cluster DNS names resolve there."""
     from . import netns
 
     node = Node()

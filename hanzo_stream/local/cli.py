@@ -15,14 +15,14 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from ..cli_common import EXIT, registry_or_exit
+from ..cli_common import EXIT, registry_or_exit, typer_app
 from ..cli_common import console as make_console
 from ..kube.cli import app as kube_app
 from ..monitoring.status import grouped as grouped_alerts
 from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
-app = typer.Typer(no_args_is_help=True)
+app = typer_app()
 app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
 console = make_console(stderr=True)
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
@@ -42,7 +42,7 @@ def up(
         help="Seconds to watch the pipeline until every part has delivered (0: don't watch).")] = 600,
     registry: RegistryOpt = Path("topics.yaml"),
 ) -> None:
-    """Start the platform (or --only some of it), then watch events flow; safe to re-run."""
+    """Start the platform and watch events flow. Or --only some of it; safe to re-run."""
     if brokers not in (None, 1, 3):
         raise typer.BadParameter("use 1 or 3 brokers", param_hint="--brokers")
     ctx = _context(registry, brokers)
@@ -127,7 +127,7 @@ def _pipeline_table(p: dict[str, Any]) -> Table:
 @app.command()
 def scale(brokers: Annotated[int, typer.Option(help="The new number of brokers (3 or more).")],
           registry: RegistryOpt = Path("topics.yaml")) -> None:
-    """Add brokers to the running cluster, live: each joins the controller quorum too."""
+    """Add brokers to the running cluster, live. Each joins the controller quorum too."""
     if brokers < 3:
         raise typer.BadParameter("a cluster grows to 3 brokers or more", param_hint="--brokers")
     ctx = _context(registry)
@@ -187,7 +187,7 @@ def down(purge: Annotated[bool, typer.Option(help="Also delete data, logs and cr
 def env(principal: Annotated[str, typer.Option(help="Connect as this principal.")] = "admin",
         mechanism: Annotated[str, typer.Option(help="SCRAM-SHA-512 or PLAIN.")] = "SCRAM-SHA-512",
         registry: RegistryOpt = Path("topics.yaml")) -> None:
-    """Print export lines: eval "$(hanzo-stream local env --principal llm-gateway)".
+    """Print export lines for this shell. eval "$(hanzo-stream local env --principal llm-gateway)".
 
     As admin it also names the 0600 credentials file (HANZO_STREAM_SECRETS_FILE), so a plain
     `hanzo-stream apply` finds every principal's password without one being printed.

@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..cli_common import console, registry_or_exit
+from ..cli_common import console, registry_or_exit, typer_app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Event schemas: validation, the BACKWARD gate, schema-registry sync.")
+app = typer_app("Event schemas: check, gate, register. Validation, the BACKWARD gate, "
+                "schema-registry sync.")
 out = console()
 err = console(stderr=True)
 
@@ -32,7 +32,7 @@ def check(
     schemas_dir: SchemasDir = Path("schemas"),
     registry: RegistryOpt = Path("topics.yaml"),
 ) -> None:
-    """Validate schemas/ and refuse changes that are not BACKWARD compatible with REF."""
+    """Refuse schema changes that are not BACKWARD. schemas/ validated, then compared with REF."""
     from .compat import compare_files
     from .git import GitError, files_at
     from .store import SchemaFileError, from_texts, load
@@ -71,7 +71,7 @@ def register(
     schemas_dir: SchemasDir = Path("schemas"),
     registry: RegistryOpt = Path("topics.yaml"),
 ) -> None:
-    """Register every event type's schema (subject <topic>-<event type>, BACKWARD)."""
+    """Register every event type's schema. Subject <topic>-<event type>, BACKWARD."""
     from .register import client, sync
     from .store import load
     from .validate import validate_schemas

@@ -68,6 +68,48 @@ def test_help_names_every_connection_variable():
         assert var in out, var
 
 
+def _commands():
+    """(argv, click command) of every command and group, depth first."""
+    from typer.main import get_command
+
+    from hanzo_stream.cli import app
+
+    def walk(cmd, argv, ctx):
+        yield argv, cmd
+        for name in cmd.list_commands(ctx) if hasattr(cmd, "list_commands") else []:
+            sub = cmd.get_command(ctx, name)
+            yield from walk(sub, [*argv, name], sub.context_class(sub, parent=ctx, info_name=name))
+
+    root = get_command(app)
+    return list(walk(root, [], root.context_class(root, info_name="hanzo-stream")))
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_help_wraps_and_never_cuts_a_name_at_80_columns_or_more(columns):
+    """rich's option tables cut what did not fit with an ellipsis: at 80 columns every
+    environment variable's name in `plan -h`. Every flag and variable of every command is
+    shown whole, no line is wider than the terminal, and no summary is cut short (click
+    shortens a command's first sentence to what fits beside the others' names). Below 80
+    columns click breaks a name longer than its help column in two."""
+    from typer.testing import CliRunner
+
+    from hanzo_stream.cli import app
+
+    commands = _commands()
+    assert len(commands) >= 30
+    for argv, cmd in commands:
+        shown = CliRunner().invoke(app, [*argv, "--help"], terminal_width=columns)
+        assert shown.exit_code == 0, (argv, shown.output)
+        names = [o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+        names += [p.envvar for p in cmd.params if getattr(p, "show_envvar", False) and p.envvar]
+        words = set(shown.output.replace("[", " ").replace("]", " ").replace(",", " ").split())
+        assert [n for n in names if n not in words] == [], (argv, shown.output)
+        lines = shown.output.splitlines()
+        assert [ln for ln in lines if len(ln) > columns and " " in ln.strip()] == [], argv
+        cut = [ln for ln in lines if ln.rstrip().endswith(("...", "…")) and "Usage:" not in ln]
+        assert cut == [], (argv, cut)
+
+
 def test_sasl_without_a_username_says_which_variables_to_set():
     p = run("plan", "--bootstrap", f"127.0.0.1:{closed_port()}")
     assert p.returncode == EXIT["error"]
