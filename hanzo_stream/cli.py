@@ -21,7 +21,7 @@ try:  # typer >= 0.20 carries its own click
 except ImportError:  # pragma: no cover
     from click.exceptions import ClickException, UsageError
 
-from .cli_common import EXIT, console, registry_or_exit, typer_app
+from .cli_common import EXIT, JsonOpt, console, errors_as_json, print_json, registry_or_exit, typer_app
 from .connection import ENV, Connection, ConnectionError_
 from .reconcile.replication import DEFAULT_THROTTLE
 from .reconcile.secrets import SECRETS_FILE_ENV
@@ -93,18 +93,21 @@ def main() -> None:
     """The console script: `app`, with usage errors on an exit code of their own (EXIT)."""
     from typer import rich_utils
 
-    try:
-        code = app(prog_name="hanzo-stream", standalone_mode=False)
-    except UsageError as e:  # an unknown flag or command, a bad or missing value, no command
-        rich_utils.rich_format_error(e)  # (no command: the help, already printed)
-        code = EXIT["usage"]
-    except ClickException as e:
-        rich_utils.rich_format_error(e)
-        code = e.exit_code
-    except typer.Abort:
-        err.print("interrupted")
-        code = EXIT["interrupted"]
-    sys.exit(code if isinstance(code, int) else EXIT["ok"])
+    args = sys.argv[1:]
+    with errors_as_json("--json" in args[: args.index("--") if "--" in args else None]) as outcome:
+        try:
+            code = app(prog_name="hanzo-stream", standalone_mode=False)
+        except UsageError as e:  # an unknown flag or command, a bad or missing value, no command
+            rich_utils.rich_format_error(e)  # (no command: the help, already printed)
+            code, outcome["error"] = EXIT["usage"], e.format_message()
+        except ClickException as e:
+            rich_utils.rich_format_error(e)
+            code, outcome["error"] = e.exit_code, e.format_message()
+        except typer.Abort:
+            err.print("interrupted")
+            code = EXIT["interrupted"]
+        outcome["code"] = code = code if isinstance(code, int) else EXIT["ok"]
+    sys.exit(code)
 
 
 def _registry(path: Path):
@@ -147,25 +150,30 @@ def _admin(conn: Connection):
 
 
 @app.command()
-def validate(registry: RegistryOpt = Path("topics.yaml")) -> None:
+def validate(registry: RegistryOpt = Path("topics.yaml"), json_: JsonOpt = False) -> None:
     """Check topics.yaml and schemas/ against the standard. No cluster needed."""
     reg = _registry(registry)
     extra = _optional("hanzo_stream.schemas.validate", "validate_all")
-    if extra:
-        problems = extra(reg)
-        for p in problems:
-            err.print(f"[red]error[/red] {escape(str(p))}")
-        if problems:
-            raise typer.Exit(1)
-    out.print(f"[green]ok[/green] {registry}: {len(reg.topics)} topics, {len(reg.groups)} groups, "
-              f"{len(reg.principals)} principals, {len(reg.acls())} ACLs")
+    problems = extra(reg) if extra else []
+    for p in problems:
+        err.print(f"[red]error[/red] {escape(str(p))}")
+    counts = {"topics": len(reg.topics), "groups": len(reg.groups),
+              "principals": len(reg.principals), "acls": len(reg.acls())}
+    if json_:
+        print_json({"ok": not problems, "registry": str(registry), **counts,
+                    "problems": [str(p) for p in problems]})
+    if problems:
+        raise typer.Exit(1)
+    if not json_:
+        out.print(f"[green]ok[/green] {registry}: {counts['topics']} topics, {counts['groups']} "
+                  f"groups, {counts['principals']} principals, {counts['acls']} ACLs")
 
 
 @app.command()
 def check(
     bootstrap: Bootstrap = None, security_protocol: Protocol = None,
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
-    sasl_password: Password = None, ca_file: CaFile = None,
+    sasl_password: Password = None, ca_file: CaFile = None, json_: JsonOpt = False,
 ) -> None:
     """Connect and log in, or say exactly why not. TLS, SASL, credentials: each its own
     error. Exit 0/1."""
@@ -174,11 +182,17 @@ def check(
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
     problem = diagnose(conn)
+    if json_:
+        print_json({"ok": problem is None, "bootstrap": conn.bootstrap,
+                    "security_protocol": conn.security_protocol,
+                    "username": conn.username if conn.uses_sasl else None,
+                    **({"kind": problem.kind, "error": problem.message} if problem else {})})
     if problem:
         err.print(f"[red]error ({problem.kind}):[/red] {escape(problem.message)}")
         raise typer.Exit(1)
     who = f", logged in as {conn.username} ({conn.sasl_mechanism})" if conn.uses_sasl else ""
-    out.print(f"[green]ok[/green] {conn.bootstrap}: {conn.security_protocol}{who}")
+    if not json_:
+        out.print(f"[green]ok[/green] {conn.bootstrap}: {conn.security_protocol}{who}")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,

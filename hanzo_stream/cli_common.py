@@ -4,8 +4,15 @@ registry is reported, so each command looks and fails alike.
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
+import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +23,8 @@ from rich.markup import escape
 EXIT = {"ok": 0, "error": 1, "changes": 2, "usage": 64, "interrupted": 130}
 
 UNFOLDED_WIDTH = 1000  # columns when not on a terminal
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON on stdout.")]
 
 
 def typer_app(help: str | None = None) -> typer.Typer:
@@ -36,6 +45,12 @@ def console(stderr: bool = False) -> Console:
                    width=None if tty else UNFOLDED_WIDTH)
 
 
+def print_json(doc: Any) -> None:
+    """A --json report: one JSON document on stdout."""
+    _JSON.wrote = True
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
 def registry_or_exit(path: Path, err: Console):
     """The registry at `path`, or every problem in it (file, line, field, fix) and exit 1."""
     from .registry import RegistryInvalid, load_registry
@@ -45,5 +60,62 @@ def registry_or_exit(path: Path, err: Console):
     except RegistryInvalid as e:
         for p in e.problems:
             err.print(f"[red]error[/red] {escape(str(p))}")
-        err.print(f"[bold red]{len(e.problems)} problem(s) in {path}; nothing was changed.[/]")
+        said = f"{len(e.problems)} problem(s) in {path}; nothing was changed."
+        err.print(f"[bold red]{said}[/]")
+        if _JSON.on:
+            print_json({"ok": False, "exit_code": EXIT["error"], "error": said,
+                        "problems": [dataclasses.asdict(p) for p in e.problems]})
         raise typer.Exit(EXIT["error"]) from None
+
+
+@dataclasses.dataclass
+class _JsonMode:
+    on: bool = False
+    wrote: bool = False
+
+
+_JSON = _JsonMode()
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, stream: Any, copy: io.StringIO):
+        self.stream, self.copy = stream, copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+@contextmanager
+def errors_as_json(on: bool) -> Iterator[dict[str, Any]]:
+    """Under --json a script reads stdout alone: a command that fails without a report of its
+    own ends with one there, `{"ok": false, "exit_code", "error", "said"}`, from what it said on
+    stderr (which it still says). The caller sets `outcome["code"]`, and `outcome["error"]`
+    when it knows the message better than the first line that says "error"."""
+    outcome: dict[str, Any] = {"code": 0}
+    if not on:
+        yield outcome
+        return
+    said, real = io.StringIO(), sys.stderr
+    _JSON.on, _JSON.wrote, sys.stderr = True, False, _Tee(real, said)
+    try:
+        yield outcome
+    finally:
+        sys.stderr = real
+        code = outcome["code"]
+        if code not in (EXIT["ok"], EXIT["changes"]) and not _JSON.wrote:
+            lines = [t for ln in said.getvalue().splitlines() if (t := ln.strip(" │╭╮╰╯─"))]
+            first = outcome.get("error") or next(
+                (ln for ln in lines if ln.lower().startswith("error")), lines[-1] if lines else "failed")
+            print_json({"ok": False, "exit_code": code, "said": lines,
+                        "error": re.sub(r"^error(\s*\([^)]*\))?:?\s+", "", first)})
+        _JSON.on = False

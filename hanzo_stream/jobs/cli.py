@@ -6,6 +6,7 @@ Mounted by hanzo_stream/cli.py as the `jobs` sub-command; also runnable on its o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ..cli_common import console, typer_app
+from ..cli_common import JsonOpt, console, print_json, typer_app
 from ..connection import ConnectionError_
 from ..registry import RegistryInvalid, load_registry
 from .process import CheckpointBusy, hold_checkpoint, record_exit
@@ -36,17 +37,23 @@ def _spec(name: str, registry: Path, consumers: Path):
 
 
 @app.command("list")
-def list_(consumers: ConsumersOpt = Path("consumers")) -> None:
+def list_(consumers: ConsumersOpt = Path("consumers"), json_: JsonOpt = False) -> None:
     """The jobs that have a spec in consumers/."""
+    if json_:
+        print_json(list_specs(consumers))
+        return
     for name in list_specs(consumers):
         out.print(name)
 
 
 @app.command()
 def show(name: str, registry: RegistryOpt = Path("topics.yaml"),
-         consumers: ConsumersOpt = Path("consumers")) -> None:
+         consumers: ConsumersOpt = Path("consumers"), json_: JsonOpt = False) -> None:
     """A job's spec with the registry's facts filled in."""
     s = _spec(name, registry, consumers)
+    if json_:
+        print_json(dataclasses.asdict(s))
+        return
     out.print(f"[bold]{s.name}[/bold]: {s.description}")
     out.print(f"  principal   {s.principal}")
     out.print(f"  reads       {', '.join(s.topics)}")

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..cli_common import console, registry_or_exit, typer_app
+from ..cli_common import JsonOpt, console, print_json, registry_or_exit, typer_app
 
 app = typer_app("Event schemas: check, gate, register. Validation, the BACKWARD gate, "
                 "schema-registry sync.")
@@ -30,7 +30,7 @@ def _registry(path: Path):
 def check(
     against: Annotated[str, typer.Option(help="Git ref holding the previous versions.")] = "HEAD",
     schemas_dir: SchemasDir = Path("schemas"),
-    registry: RegistryOpt = Path("topics.yaml"),
+    registry: RegistryOpt = Path("topics.yaml"), json_: JsonOpt = False,
 ) -> None:
     """Refuse schema changes that are not BACKWARD. schemas/ validated, then compared with REF."""
     from .compat import compare_files
@@ -50,13 +50,18 @@ def check(
     violations = compare_files(old.files, new.files)
     for v in violations:
         err.print(f"[red]incompatible[/red] {escape(str(v))}")
+    added = sorted(set(new.files) - set(old.files))
+    if json_:
+        print_json({"ok": not (problems or violations), "against": against,
+                    "files": len(new.files), "new": added, "problems": [str(p) for p in problems],
+                    "incompatible": [str(v) for v in violations]})
     if problems or violations:
         err.print(f"[bold red]{len(problems)} problem(s), {len(violations)} BACKWARD violation(s) "
                   f"against {against}[/]")
         raise typer.Exit(1)
-    added = sorted(set(new.files) - set(old.files))
-    out.print(f"[green]ok[/green] {len(new.files)} schema files valid and BACKWARD compatible with "
-              f"{against}" + (f"; new: {', '.join(added)}" if added else ""))
+    if not json_:
+        out.print(f"[green]ok[/green] {len(new.files)} schema files valid and BACKWARD compatible "
+                  f"with {against}" + (f"; new: {', '.join(added)}" if added else ""))
 
 
 @app.command()

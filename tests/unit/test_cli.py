@@ -110,6 +110,49 @@ def test_help_wraps_and_never_cuts_a_name_at_80_columns_or_more(columns):
         assert cut == [], (argv, cut)
 
 
+def test_every_command_that_reports_has_json():
+    with_json = {" ".join(argv) for argv, cmd in _commands()
+                 if any("--json" in p.opts for p in cmd.params)}
+    assert {"validate", "check", "plan", "apply", "schemas check", "schemas register",
+            "jobs list", "jobs show", "local status", "local kube status"} <= with_json
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (("plan", "--json", "--registry", "missing.yaml"), 1, "missing.yaml"),
+    (("plan", "--json", "--bogus"), 64, "--bogus"),
+    (("jobs", "show", "nosuch", "--json"), 1, "no such job spec"),
+    (("plan", "--json", "--security-protocol", "PLAINTEXT", "--bootstrap", "127.0.0.1:{port}"),
+     1, "cannot read the cluster"),
+])
+def test_under_json_an_error_is_one_json_document_on_stdout(args, code, words, tmp_path):
+    """A script reads stdout alone: the error is there as JSON (and still said on stderr)."""
+    import json
+
+    args = tuple(a.format(port=closed_port()) for a in args)
+    p = run(*args, cwd=tmp_path if "missing.yaml" in args else ROOT)
+    doc = json.loads(p.stdout)
+    assert p.returncode == code and doc["ok"] is False and doc["exit_code"] == code, p
+    assert words in doc["error"] + json.dumps(doc.get("problems", [])), doc
+    assert not doc["error"].startswith("error"), doc  # the message, not its label
+    assert p.stderr.strip(), "said on stderr too"
+
+
+def test_json_reports_agree_with_the_registry():
+    import json
+
+    from hanzo_stream.jobs.spec import list_specs
+    from hanzo_stream.registry import load_registry
+
+    reg = load_registry(ROOT / "topics.yaml")
+    v = json.loads(run("validate", "--json").stdout)
+    assert v["ok"] and (v["topics"], v["groups"], v["acls"]) == (len(reg.topics), len(reg.groups),
+                                                               len(reg.acls()))
+    assert json.loads(run("jobs", "list", "--json").stdout) == list_specs(ROOT / "consumers")
+    shown = json.loads(run("jobs", "show", "billing-agg", "--json").stdout)
+    group = next(g for g in reg.groups if g.name == "billing-agg")
+    assert shown["name"] == "billing-agg" and shown["group"]["principal"] == group.principal
+
+
 def test_sasl_without_a_username_says_which_variables_to_set():
     p = run("plan", "--bootstrap", f"127.0.0.1:{closed_port()}")
     assert p.returncode == EXIT["error"]
