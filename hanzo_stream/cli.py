@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-try:  # typer >= 0.20 carries its own click
+try:  # typer >= 0.26 carries its own click
     from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover
     from click.exceptions import ClickException, UsageError

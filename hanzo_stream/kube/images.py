@@ -658,8 +658,8 @@ def _files(d: Path) -> list[Path]:
 
 
 def package_files() -> list[Path]:
-    """The sources pip builds the package from."""
-    return [ROOT / "pyproject.toml", *_files(ROOT / "hanzo_stream")]
+    """The sources pip builds the package from (pyproject.toml names README.md as its readme)."""
+    return [ROOT / "pyproject.toml", ROOT / "README.md", *_files(ROOT / "hanzo_stream")]
 
 
 def app_entries() -> list[Entry]:

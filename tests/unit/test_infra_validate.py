@@ -11,7 +11,9 @@ import pytest
 from .infra_crd_schemas import SCHEMAS
 from .infra_helpers import manifests, render
 
-KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported upstream when pinned
+# The oldest minor still supported upstream (1.35 until February 2027): what the program must
+# run on; the newest (versions.KUBERNETES_VERSION) is the local node's, where the stacks deploy.
+KUBERNETES_VERSION = "1.35.0"
 
 PAGING = (("pagerdutyRoutingKey", "0123456789abcdef0123456789abcdef"), ("s3AccessKey", "AKIAEXAMPLE0001"),
           ("s3SecretKey", "s3-secret-for-the-render"))

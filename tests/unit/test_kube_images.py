@@ -64,7 +64,7 @@ def test_base_key_does_not_depend_on_the_cache_location(monkeypatch, tmp_path):
 def checkout(tmp_path: Path) -> Path:
     """A small checkout: what the dependency and app layers are made from."""
     for rel in ("topics.yaml", "spark/job.py", "consumers/g.yaml", "schemas/e.json",
-                "hanzo_stream/__init__.py"):
+                "hanzo_stream/__init__.py", "README.md"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(rel)
     (tmp_path / "pyproject.toml").write_text(
@@ -79,10 +79,10 @@ def test_app_key_follows_every_file_that_goes_in(monkeypatch, tmp_path):
     parent = stage(["jars"])
     keys = {images.app_stage(parent).key}
     for rel in ("topics.yaml", "spark/job.py", "consumers/g.yaml", "schemas/e.json",
-                "hanzo_stream/__init__.py", "pyproject.toml"):
+                "hanzo_stream/__init__.py", "pyproject.toml", "README.md"):
         (tmp_path / rel).write_text((tmp_path / rel).read_text() + "\n# changed")
         keys.add(images.app_stage(parent).key)
-    assert len(keys) == 7
+    assert len(keys) == 8
     (tmp_path / "spark" / "__pycache__").mkdir()
     (tmp_path / "spark" / "__pycache__" / "job.cpython-311.pyc").write_bytes(b"x")
     assert images.app_stage(parent).key in keys  # bytecode is not an input
