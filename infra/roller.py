@@ -16,8 +16,9 @@ from typing import Any
 
 import pulumi
 
+from hanzo_stream.registry import platform
+
 from . import security_context
-from .credentials import ADMIN
 from .reconciler import connection_env
 from .settings import StackSettings
 from .tls import CA_MOUNT, ca_volume
@@ -62,7 +63,7 @@ def rbac(top: Topology) -> list[dict]:
 
 
 def _template(s: StackSettings, top: Topology, *args: str) -> dict:
-    """The roller's pod: the admin's login (DescribeQuorum), the CA, the API server."""
+    """The roller's pod: the roller's own login (DescribeQuorum only), the CA, the API server."""
     return {"metadata": {"labels": LABELS}, "spec": {
         "restartPolicy": "Never",
         "serviceAccountName": f"{top.statefulset}-roller",
@@ -73,7 +74,7 @@ def _template(s: StackSettings, top: Topology, *args: str) -> dict:
             "image": s.reconcilerImage,
             "command": ["python", "-m", "hanzo_stream.roller", "--statefulset", top.statefulset,
                         "--timeout", str(60 * minutes(top)), *args],
-            "env": connection_env(top, ADMIN),
+            "env": connection_env(top, platform.ROLLER),
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
                           "limits": {"cpu": "200m", "memory": "192Mi"}},
             "securityContext": security_context.container(),

@@ -1,11 +1,11 @@
 """The platform's own principals: least privilege for the parts that are not services.
 
-The lag exporter, the schema registry and the pull-request planner each log in as a principal of
-their own, never as `admin`, so a leaked exporter password or a hostile pull request reads
-metadata and nothing else. They are declared here, not in topics.yaml: a service team's pull
-request must not be able to widen them, and policy refuses their names there. The loader adds
-them to every registry, so their passwords, SCRAM credentials and ACLs come from the same
-reconciler path as any service's.
+The lag exporter, the schema registry, the pull-request planner and the broker roller each log
+in as a principal of their own, never as `admin`, so a leaked exporter password or a hostile
+pull request reads metadata and nothing else; `admin` stays with the reconciler Job. They are
+declared here, not in topics.yaml: a service team's pull request must not be able to widen
+them, and policy refuses their names there. The loader adds them to every registry, so their
+passwords, SCRAM credentials and ACLs come from the same reconciler path as any service's.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .model import Acl
 LAG_EXPORTER = "lag-exporter"
 SCHEMA_REGISTRY = "schema-registry"
 REGISTRY_PLANNER = "registry-planner"
+ROLLER = "broker-roller"
 SCHEMAS_TOPIC = "_schemas"  # cp-schema-registry's kafkastore.topic
 SCHEMA_REGISTRY_GROUP = "schema-registry"  # its schema.registry.group.id (leader election)
 CLUSTER = "kafka-cluster"  # Kafka's one CLUSTER resource name
@@ -56,5 +57,10 @@ PRINCIPALS = (
         (("TOPIC", EVERY, "DESCRIBE"), ("TOPIC", EVERY, "DESCRIBE_CONFIGS"),
          ("CLUSTER", CLUSTER, "DESCRIBE"),  # ACLs, SCRAM users
          ("CLUSTER", CLUSTER, "DESCRIBE_CONFIGS"))),  # client quotas (and broker configs)
+    PlatformPrincipal(
+        ROLLER,
+        "broker roll Job (hanzo_stream/roller.py): asks the quorum who leads, so the active "
+        "controller goes last; changes nothing in Kafka",
+        (("CLUSTER", CLUSTER, "DESCRIBE"),)),  # DescribeQuorum
 )
 NAMES = frozenset(p.name for p in PRINCIPALS)

@@ -453,6 +453,28 @@ def roll_jobs(rendered: dict) -> list[dict]:
     return [r for r in registered(rendered) if r["name"] == "job-kafka-roll"]
 
 
+def test_admin_logs_in_from_the_reconciler_job_alone():
+    """The reconciler Job and the brokers' own pods: those hold the admin's password anyway (the
+    JAAS of their listeners), and tls-reload beside the broker alters its keystore with it.
+    Every other pod that talks to Kafka, the roll Job and the on-call restart included, logs
+    in as a principal of its own."""
+    for stack in ("dev", "prod"):
+        out = render(stack)
+        logins = {}
+        for m in manifests(out):
+            pod = m.get("spec", {})
+            pod = pod.get("jobTemplate", {}).get("spec", pod)  # a CronJob's Job
+            for c in pod.get("template", {}).get("spec", {}).get("containers", []):
+                user = env_map(c).get("HANZO_STREAM_SASL_USERNAME", {})
+                ref = user.get("valueFrom", {}).get("secretKeyRef", {}).get("name")
+                if ref:
+                    logins.setdefault(ref, set()).add(f"{m['kind']}/{m['metadata']['name']}")
+        admins = logins.get("kafka-admin", set())
+        assert admins and all(w.startswith("Job/hanzo-stream-apply-") or w == "StatefulSet/kafka"
+                              for w in admins), (stack, logins)
+    assert any(w.startswith(("Job/kafka-roll", "CronJob/")) for w in logins["kafka-user-broker-roller"])
+
+
 def test_three_brokers_roll_through_the_roller_one_broker_through_the_statefulset():
     """The roller (hanzo_stream/roller.py) restarts the brokers of a 3+ broker stack, the
     active controller last: their StatefulSet is OnDelete, and the roll Job waits for it,
@@ -473,7 +495,10 @@ def test_three_brokers_roll_through_the_roller_one_broker_through_the_statefulse
     assert pod["serviceAccountName"] == "kafka-roller" and pod["automountServiceAccountToken"]
     (c,) = pod["containers"]
     assert c["command"][:3] == ["python", "-m", "hanzo_stream.roller"]
-    assert env_map(c)["HANZO_STREAM_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-admin"
+    env = env_map(c)  # its own login, DESCRIBE on the cluster only (registry/platform.py)
+    login = env["HANZO_STREAM_SASL_USERNAME"]["valueFrom"]["secretKeyRef"]["name"]
+    assert login == "kafka-user-broker-roller"
+    assert env["HANZO_STREAM_SASL_MECHANISM"]["value"] == "SCRAM-SHA-512"  # the reconciler made it
     (role,) = [r for r in of_kind(prod, "Role") if r["metadata"]["name"] == "kafka-roller"]
     assert role["rules"] == [
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": ["kafka"],
