@@ -39,10 +39,15 @@ def _spec(name: str, registry: Path, consumers: Path):
 @app.command("list")
 def list_(consumers: ConsumersOpt = Path("consumers"), json_: JsonOpt = False) -> None:
     """The jobs that have a spec in consumers/."""
+    try:
+        names = list_specs(consumers)
+    except SpecInvalid as e:
+        err.print(f"[red]error[/red] {e}")
+        raise typer.Exit(1) from None
     if json_:
-        print_json(list_specs(consumers))
+        print_json(names)
         return
-    for name in list_specs(consumers):
+    for name in names:
         out.print(name)
 
 

@@ -136,6 +136,12 @@ def seconds(value: str | int | float) -> float:
 
 
 def list_specs(consumers_dir: Path) -> list[str]:
+    """The job names under consumers_dir; SpecInvalid when it is not a directory (an empty list
+    would read as "no jobs")."""
+    if not Path(consumers_dir).is_dir():
+        what = "not a directory" if Path(consumers_dir).exists() else "no such directory"
+        raise SpecInvalid([f"{consumers_dir}: {what}; pass the directory of job specs "
+                           "(--consumers consumers)"])
     return sorted(p.stem for p in Path(consumers_dir).glob("*.yaml"))
 
 

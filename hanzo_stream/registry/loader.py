@@ -72,6 +72,13 @@ def _read(path: Path, file: str) -> str:
         raise RegistryInvalid(
             [Problem(file, 0, "(file)", "file not found", "run from the repo root or pass --registry")]
         ) from None
+    except IsADirectoryError:
+        raise RegistryInvalid([Problem(file, 0, "(file)", "a directory, not a registry file",
+                                       f"pass the file itself: --registry {path / 'topics.yaml'}")]
+                              ) from None
+    except OSError as e:  # unreadable: permissions, a dangling mount, a device
+        raise RegistryInvalid([Problem(file, 0, "(file)", f"cannot be read: {e.strerror or e}",
+                                       "check its permissions, or pass another --registry")]) from None
     if len(raw) > MAX_BYTES:
         raise RegistryInvalid([Problem(file, 0, "(file)", f"the file is over {MAX_BYTES:,} bytes",
                                        "a registry this large is not one a reviewer can read; split "

@@ -153,6 +153,27 @@ def test_json_reports_agree_with_the_registry():
     assert shown["name"] == "billing-agg" and shown["group"]["principal"] == group.principal
 
 
+@pytest.mark.parametrize("args, words", [
+    (("validate", "--registry", "{dir}"), ["{dir}", "a directory", "--registry {dir}/topics.yaml"]),
+    (("validate", "--registry", "{missing}"), ["{missing}", "file not found", "--registry"]),
+    (("validate", "--registry", "{binary}"), ["{binary}", "not UTF-8", "save the file as UTF-8"]),
+    (("dead-letters", "replay", "--from-offset", "0", "--registry", "{dir}"), ["{dir}", "a directory"]),
+    (("jobs", "list", "--consumers", "{file}"), ["{file}", "not a directory", "--consumers"]),
+    (("jobs", "show", "billing-agg", "--consumers", "{missing}"), ["{missing}", "no such directory"]),
+    (("schemas", "check", "--schemas", "{file}"), ["{file}", "no schema files"]),
+])
+def test_a_bad_path_is_one_error_naming_it_and_the_fix(args, words, tmp_path):
+    """Whatever a path points at (a directory, nothing, bytes, a file where a directory goes)."""
+    (tmp_path / "binary.yaml").write_bytes(b"\x00\xff\xfe")
+    (tmp_path / "file.txt").write_text("x")
+    names = {"dir": str(tmp_path), "missing": str(tmp_path / "missing.yaml"),
+             "binary": str(tmp_path / "binary.yaml"), "file": str(tmp_path / "file.txt")}
+    p = run(*(a.format(**names) for a in args))
+    assert p.returncode == EXIT["error"], p
+    no_traceback(p)
+    assert all(w.format(**names) in p.stderr for w in words), p.stderr
+
+
 def test_sasl_without_a_username_says_which_variables_to_set():
     p = run("plan", "--bootstrap", f"127.0.0.1:{closed_port()}")
     assert p.returncode == EXIT["error"]
