@@ -9,10 +9,11 @@ import sys
 from typing import Annotated
 
 import typer
+import yaml
 from rich.markup import escape
 
+from ..cli_common import EXIT, typer_app
 from ..cli_common import console as make_console
-from ..cli_common import typer_app
 from .node import Node, NodeFailed
 
 app = typer_app()
@@ -70,3 +71,77 @@ def exec(ctx: typer.Context) -> None:
     argv = [*netns.exec_in(node.addr), *ctx.args]
     os.environ["KUBECONFIG"] = str(node.inner_kubeconfig)
     os.execvp(argv[0], argv)
+
+
+Env = Annotated[str, typer.Argument(help="dev or prod: the committed stack (Pulumi.<env>.yaml) "
+                                         "with what this node needs (kube/deploy.py LOCAL)")]
+StackName = Annotated[str | None, typer.Option("--stack", help="The local stack's name "
+                                                "(default: local-<env>).")]
+Sets = Annotated[list[str] | None, typer.Option(
+    "--set", help="KEY=VALUE, a stack setting on top (docs/deploy.md#settings); the value is "
+                  "read as YAML: --set spark=false, --set brokers=3.")]
+
+
+def _settings(sets: list[str] | None) -> dict:
+    out = {}
+    for item in sets or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise typer.BadParameter(f"{item!r}: give KEY=VALUE, e.g. --set spark=false",
+                                     param_hint="--set")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _stack(env: str, stack: str | None) -> str:
+    if env not in ("dev", "prod"):
+        raise typer.BadParameter(f"{env!r}: dev or prod (the committed Pulumi.<env>.yaml)",
+                                 param_hint="ENV")
+    return stack or f"local-{env}"
+
+
+def _pulumi(what: str, run) -> object:
+    """Pulumi's own progress on stderr as it goes; a failure is one line, exit 1."""
+    from pulumi.automation import errors
+
+    try:
+        return run(lambda line: console.print(escape(line.rstrip("\n")), soft_wrap=True))
+    except (errors.CommandError, NodeFailed, RuntimeError) as e:
+        last = [ln for ln in str(e).splitlines() if ln.strip()][-12:]
+        console.print(f"[bold red]error:[/bold red] {what} failed:\n" + escape("\n".join(last)))
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def deploy(env: Env, stack: StackName = None, sets: Sets = None) -> None:
+    """`pulumi up` of a stack to this node. The node must be up; the images are built first."""
+    from .deploy import Deployer
+
+    name, settings = _stack(env, stack), _settings(sets)
+    result, _ = _pulumi(f"pulumi up {name}",
+                           lambda out: Deployer().up(name, env, settings, on_output=out))
+    console.print(f"[green]ok[/green] {name}: {dict(result.summary.resource_changes or {})}")
+    sys.stdout.write(json.dumps({k: v.value for k, v in result.outputs.items() if not v.secret},
+                                indent=2, default=str) + "\n")
+
+
+@app.command()
+def preview(env: Env, stack: StackName = None, sets: Sets = None) -> None:
+    """`pulumi preview` of a stack on this node: what deploy would change. Exit 0 none, 2 some."""
+    from .deploy import Deployer
+
+    name, settings = _stack(env, stack), _settings(sets)
+    plan = _pulumi(f"pulumi preview {name}",
+                   lambda out: Deployer().preview(name, env, settings, on_output=out))
+    console.print(f"{name}: {plan.changes} change(s) {dict(plan.summary)}")
+    raise typer.Exit(EXIT["changes"] if plan.changes else EXIT["ok"])
+
+
+@app.command()
+def destroy(env: Env, stack: StackName = None) -> None:
+    """`pulumi destroy` of a local stack. Its volumes' claims stay with the namespace."""
+    from .deploy import Deployer
+
+    name = _stack(env, stack)
+    _pulumi(f"pulumi destroy {name}", lambda out: Deployer().destroy(name, env, on_output=out))
+    console.print(f"[green]ok[/green] {name} destroyed")
