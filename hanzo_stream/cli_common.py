@@ -47,7 +47,6 @@ def console(stderr: bool = False) -> Console:
 
 def print_json(doc: Any) -> None:
     """A --json report: one JSON document on stdout."""
-    _JSON.wrote = True
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
@@ -71,13 +70,14 @@ def registry_or_exit(path: Path, err: Console):
 @dataclasses.dataclass
 class _JsonMode:
     on: bool = False
-    wrote: bool = False
 
 
 _JSON = _JsonMode()
 
 
 class _Tee(io.TextIOBase):
+    """Writes through to `stream`, keeping a copy: what a command said, on stdout or stderr."""
+
     def __init__(self, stream: Any, copy: io.StringIO):
         self.stream, self.copy = stream, copy
 
@@ -98,21 +98,21 @@ class _Tee(io.TextIOBase):
 @contextmanager
 def errors_as_json(on: bool) -> Iterator[dict[str, Any]]:
     """Under --json a script reads stdout alone: a command that fails without a report of its
-    own ends with one there, `{"ok": false, "exit_code", "error", "said"}`, from what it said on
-    stderr (which it still says). The caller sets `outcome["code"]`, and `outcome["error"]`
-    when it knows the message better than the first line that says "error"."""
+    own (nothing on stdout) ends with one there, `{"ok": false, "exit_code", "error", "said"}`,
+    from what it said on stderr (which it still says). The caller sets `outcome["code"]`, and
+    `outcome["error"]` when it knows the message better than the first line saying "error"."""
     outcome: dict[str, Any] = {"code": 0}
     if not on:
         yield outcome
         return
-    said, real = io.StringIO(), sys.stderr
-    _JSON.on, _JSON.wrote, sys.stderr = True, False, _Tee(real, said)
+    said, wrote, real_err, real_out = io.StringIO(), io.StringIO(), sys.stderr, sys.stdout
+    _JSON.on, sys.stderr, sys.stdout = True, _Tee(real_err, said), _Tee(real_out, wrote)
     try:
         yield outcome
     finally:
-        sys.stderr = real
+        sys.stderr, sys.stdout = real_err, real_out
         code = outcome["code"]
-        if code not in (EXIT["ok"], EXIT["changes"]) and not _JSON.wrote:
+        if code not in (EXIT["ok"], EXIT["changes"]) and not wrote.getvalue().strip():
             lines = [t for ln in said.getvalue().splitlines() if (t := ln.strip(" │╭╮╰╯─"))]
             first = outcome.get("error") or next(
                 (ln for ln in lines if ln.lower().startswith("error")), lines[-1] if lines else "failed")

@@ -137,6 +137,23 @@ def test_under_json_an_error_is_one_json_document_on_stdout(args, code, words, t
     assert p.stderr.strip(), "said on stderr too"
 
 
+def test_a_command_that_reported_and_failed_is_not_reported_twice(capsys):
+    """plan --json with errors and apply --json with failures write their own document and
+    exit 1: that document stays the only one on stdout."""
+    import json
+
+    from hanzo_stream.cli_common import errors_as_json
+
+    with errors_as_json(True) as outcome:
+        sys.stdout.write(json.dumps({"ok": False, "changes": []}) + "\n")
+        outcome["code"] = EXIT["error"]
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "changes": []}
+    with errors_as_json(True) as outcome:
+        sys.stderr.write("error: it broke\n")
+        outcome["code"] = EXIT["error"]
+    assert json.loads(capsys.readouterr().out)["error"] == "it broke"
+
+
 def test_json_reports_agree_with_the_registry():
     import json
 
