@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
@@ -25,6 +26,7 @@ from . import (
     monitoring,
     network,
     policy,
+    preflight,
     quorum,
     reconciler,
     roller,
@@ -102,7 +104,9 @@ def api_server_egress() -> pulumi.Output:
         lambda v: network.api_server_rule(v[0] or [], v[1] or []))
 
 
-def main(root: Path = ROOT) -> None:
+def main(root: Path = ROOT,
+         target: Callable[[], preflight.ClusterFacts | None] = preflight.read_cluster) -> None:
+    """`target`: what the target cluster has (infra/preflight.py); tests give their own."""
     s = from_pulumi()
     registry_file = root / "topics.yaml"
     registry = load_registry(registry_file)
@@ -196,10 +200,13 @@ def main(root: Path = ROOT) -> None:
     tls.restart_on_new_trust([*extras, *spark_apps, *consumers], certs.ca_cert_pem)
     everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers,
                   *([roll_job, *roller_objects] if cluster.gated(top) else [])]
-    violations = policy.check([policy.plainify(m) for m in everything],
-                              s.environment, s.requireDigests)
+    plain = [policy.plainify(m) for m in everything]
+    violations = policy.check(plain, s.environment, s.requireDigests)
     if violations:
         raise policy.PolicyViolation(violations)
+    # Before anything is registered: a cluster that cannot run these fails the preview in
+    # seconds, not `up` after its rollout timeout.
+    preflight.check(target(), plain)
 
     # `pulumi destroy` leaves the namespace: the brokers' volumes (retained by the
     # StatefulSet) live in it, and a later `up` finds them and carries on from their data.

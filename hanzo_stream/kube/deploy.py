@@ -189,6 +189,9 @@ class Deployer:
 
         e = self.env()
         os.environ["PATH"] = e["PATH"]  # the Automation API finds `pulumi` on PATH
+        # The inline program runs in this process: it reads the cluster (infra/preflight.py)
+        # from KUBECONFIG, as the program of a `pulumi up` in a shell would.
+        os.environ["KUBECONFIG"] = e["KUBECONFIG"]
         if str(ROOT) not in sys.path:
             sys.path.insert(0, str(ROOT))
         work = self.home / "work"

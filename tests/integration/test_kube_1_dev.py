@@ -74,6 +74,28 @@ def test_preview_right_after_up_plans_no_changes(dev):
     assert list(backend.rglob("*.json")) and not list(backend.rglob("*.attrs"))
 
 
+def test_a_storage_class_the_cluster_lacks_or_no_default_is_refused_at_preview(dev):
+    """infra/preflight.py with the real engine and API server. Before it, both previews passed
+    and `up` left the claims Pending until the rollout timed out (EKS 1.30+ has no default
+    class). The refusals list the node's real classes, so the program read them."""
+    default = "storageclass.kubernetes.io/is-default-class"
+    before = {k: p["metadata"]["uid"] for k, p in dev.pods().items()}
+    with pytest.raises(Exception, match=r"storageClass is 'fast-ssd', which the cluster of "
+                                        r"kubeconfig context '[^']+' does not have") as e:
+        dev.preview(storageClass="fast-ssd")
+    assert "its StorageClasses: hanzo-local (default)." in str(e.value)
+    dev.node.kubectl("annotate", "storageclass", "hanzo-local", f"{default}-")
+    try:
+        with pytest.raises(Exception, match=r"storageClass is unset and the cluster of kubeconfig "
+                                            r"context '[^']+' has no default StorageClass") as e:
+            dev.preview()
+        assert "Its StorageClasses: hanzo-local." in str(e.value)
+    finally:
+        dev.node.kubectl("annotate", "--overwrite", "storageclass", "hanzo-local", f"{default}=true")
+    dev.preview(storageClass="hanzo-local")  # named and there: passes
+    assert {k: p["metadata"]["uid"] for k, p in dev.pods().items()} == before
+
+
 def test_clients_produce_and_consume_through_the_service_with_the_stacks_ca(dev):
     env = dev.client_env("llm-gateway") | {"READER_PASSWORD": dev.password("billing-aggregator")}
     out = in_node(dev.node, [sys.executable, "-c", PRODUCE_CONSUME], env=env)
