@@ -58,6 +58,9 @@ VARIABLES: tuple[Variable, ...] = (
              "Where pages go (default: the local PagerDuty inbox)."),
     Variable("HANZO_STREAM_PAGERDUTY_ROUTING_KEY", "the local Alertmanager and PagerDuty inbox",
              "The Events API routing key pages carry."),
+    Variable("HANZO_STREAM_RUNBOOK_BASE_URL", "the local Prometheus",
+             "Where alerts' runbook links open: this URL + `docs/runbooks/...` (default the "
+             "repository's docs on GitHub; a stack's is its `runbookBaseUrl`)."),
     Variable("HANZO_STREAM_SPARK_MASTER", "jobs run", "Spark master (default `local[2]`)."),
     Variable("HANZO_STREAM_SPARK_LOG_LEVEL", "the Spark jobs", "Spark's log level (default `WARN`)."),
     Variable("HANZO_STREAM_LOCAL_JIT", "local JVMs (brokers, tools, registry, s3proxy, local "

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from hanzo_stream.monitoring import with_runbook_links
+from hanzo_stream.monitoring.alerts import rule_groups
 from hanzo_stream.registry import Registry
 
 from . import security_context
@@ -30,7 +32,6 @@ from .tls import CA_FILE, CA_MOUNT, ca_volume
 from .topology import PART_OF, Topology, labels
 
 FALLBACK_JMX_RULES = "lowercaseOutputName: true\nrules:\n  - pattern: '.*'\n"
-LAG_METRIC = "kafka_consumergroup_lag"
 EXPORTER_PORT = 9308
 EXPORTER_LABELS = labels("monitoring", "kafka-exporter")
 
@@ -73,46 +74,18 @@ def discover(root: Path) -> MonitoringFiles:
     return found
 
 
-def registry_rule_groups(registry: Registry) -> list[dict]:
-    """Rule groups computed from topics.yaml now, so a stale generated file cannot win:
-    the monitoring package's generator when present, else our own lag alerts."""
-    try:
-        from hanzo_stream.monitoring.alerts import rule_groups
-    except ImportError:
-        return [lag_rules(registry)]
-    return rule_groups(registry)
-
-
-def lag_rules(registry: Registry) -> dict:
-    """One warning and one critical alert per continuous consumer group, thresholds from
-    topics.yaml (a batch reader's lag grows between runs by design)."""
-    rules = []
-    for g in (g for g in registry.groups if g.batch_every_ms is None):
-        for severity, threshold in (("warning", g.lag.warning), ("critical", g.lag.critical)):
-            rules.append({
-                "alert": f"HanzoStreamConsumerLag{severity.capitalize()}",
-                "expr": f'sum by (consumergroup) ({LAG_METRIC}{{consumergroup="{g.name}"}})'
-                        f" > {threshold}",
-                "for": "10m",
-                "labels": {"severity": severity, "consumergroup": g.name},
-                "annotations": {
-                    "summary": f"Consumer group {g.name} lags by more than {threshold} messages",
-                    "runbook": "docs/runbooks/consumer-lag.md",
-                },
-            })
-    return {"name": "hanzo-stream-consumer-lag", "rules": rules}
-
-
 def prometheus_rule(top: Topology, files: MonitoringFiles, registry: Registry,
-                    prom_labels: dict) -> dict:
-    generated = registry_rule_groups(registry)
+                    prom_labels: dict, runbook_base: str) -> dict:
+    """The rule files' groups, with the registry's generated ones computed from topics.yaml
+    now (a stale generated file cannot win), each runbook link opening under runbook_base."""
+    generated = rule_groups(registry)
     names = {g["name"] for g in generated}
     groups = [g for g in files.rule_groups if g.get("name") not in names] + generated
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
         "metadata": {"name": "hanzo-stream", "namespace": top.namespace,
                      "labels": {**labels("monitoring", "hanzo-stream-rules"), **prom_labels}},
-        "spec": {"groups": groups},
+        "spec": {"groups": with_runbook_links(groups, runbook_base)},
     }
 
 

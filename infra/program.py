@@ -183,7 +183,8 @@ def main(root: Path = ROOT,
         operators += [monitoring.consumer_pod_monitor(top, j, s.prometheusLabels) for j in consumer_jobs]
         operators += [monitoring.pod_monitor(top, s.prometheusLabels),
                       monitoring.service_monitor(top, s.prometheusLabels),
-                      monitoring.prometheus_rule(top, files, registry, s.prometheusLabels)]
+                      monitoring.prometheus_rule(top, files, registry, s.prometheusLabels,
+                                                s.runbookBaseUrl)]
         if s.deadLetterMonitor:
             operators.append(monitoring.dead_letter_monitor_service_monitor(top, s.prometheusLabels))
     dashboards = monitoring.dashboards(files, s.monitoringNamespace) if s.grafanaDashboards else []

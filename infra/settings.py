@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from hanzo_stream import jars, versions
+from hanzo_stream.monitoring import RUNBOOK_BASE_URL
 from hanzo_stream.registry import platform
 
 PROJECT = "hanzo-stream"
@@ -140,6 +141,9 @@ SETTINGS: tuple[Setting, ...] = (
             "PrometheusRule (needs the Prometheus operator's CRDs)"),
     Setting("prometheusLabels", {"release": "kube-prometheus-stack"}, "labels the "
             "Prometheus operator selects monitors and rules by"),
+    Setting("runbookBaseUrl", RUNBOOK_BASE_URL, "where an alert's runbook link opens: this "
+            "URL + the runbook's path in the repository (docs/runbooks/...), e.g. your own "
+            "docs site or fork"),
     Setting("grafanaDashboards", True, "dashboards as ConfigMaps labelled "
             "grafana_dashboard=1 in the monitoring namespace"),
     Setting("kafkaExporter", "hanzo-stream", "consumer-lag exporter: `hanzo-stream` (the "
@@ -296,6 +300,10 @@ def _validate(v: dict[str, Any]) -> None:
             f"{PROJECT}:rackLabel {v['rackLabel']!r} is not a label Kubernetes copies from a node "
             "onto its pods: use topology.kubernetes.io/zone (the default), "
             "topology.kubernetes.io/region, or \"\" for brokers without racks")
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", v["runbookBaseUrl"]):
+        raise SettingsError(
+            f"{PROJECT}:runbookBaseUrl {v['runbookBaseUrl']!r} is not an http(s) URL: a pager opens "
+            f"it in a browser. Set it to where docs/ is published, e.g. {RUNBOOK_BASE_URL}")
     if v["kafkaExporter"] not in ("hanzo-stream", "danielqsj"):
         raise SettingsError(f"{PROJECT}:kafkaExporter must be hanzo-stream or danielqsj")
     if v["tlsMode"] not in ("self-signed", "cert-manager"):

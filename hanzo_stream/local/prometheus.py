@@ -1,7 +1,8 @@
 """A real Prometheus (Debian's `prometheus` package) scraping the local platform.
 
 It loads the project's rule files from monitoring/rules, so the alerts and the standard
-names (recording rules) evaluated locally are the ones production loads. Scrape and
+names (recording rules) evaluated locally are the ones production loads (copies whose
+runbook links open in a browser, as the stacks' PrometheusRule has them). Scrape and
 evaluation intervals are short by default so a fresh `local up` shows data within
 seconds; tests shorten them further.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from ..monitoring import prom_api, rule_files
+from ..monitoring import RUNBOOK_BASE_ENV, RUNBOOK_BASE_URL, prom_api, rule_files, with_runbook_links
 from .daemon import Daemon, Managed, StartFailed
 from .kafka import free_ports
 
@@ -68,6 +69,24 @@ def _scrape_config(j: ScrapeJob) -> dict:
     return {"job_name": j.name, "static_configs": [{"targets": list(j.targets)}]}
 
 
+def linked_rules(rules: Sequence[Path], home: Path) -> list[Path]:
+    """Copies of the rule files in `home` with each runbook link under the base URL
+    (HANZO_STREAM_RUNBOOK_BASE_URL, else the repository's docs): a page's link must open."""
+    base = os.environ.get(RUNBOOK_BASE_ENV) or RUNBOOK_BASE_URL
+    out = home / "rules"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    copies = []
+    for i, p in enumerate(rules):
+        doc = yaml.safe_load(p.read_text()) or {}
+        if isinstance(doc.get("groups"), list):
+            doc["groups"] = with_runbook_links(doc["groups"], base)
+        copy = out / f"{i:02d}-{p.name}"
+        copy.write_text(f"# {p}, with runbook links under {base}\n" + yaml.safe_dump(doc, sort_keys=False))
+        copies.append(copy)
+    return copies
+
+
 def _binary() -> str:
     exe = shutil.which("prometheus")
     if exe is None:
@@ -83,8 +102,8 @@ def start(home: Path, jobs: Sequence[ScrapeJob], rules: Sequence[Path] | None = 
     d = Daemon.load(home, NAME)
     config = home / "prometheus.yml"
     home.mkdir(parents=True, exist_ok=True)
-    config.write_text(render_config(jobs, rule_files() if rules is None else rules,
-                                    scrape_interval, evaluation_interval, alertmanagers))
+    rules = linked_rules(rule_files() if rules is None else rules, home)
+    config.write_text(render_config(jobs, rules, scrape_interval, evaluation_interval, alertmanagers))
     if d.alive() and d.url:
         reload(home)
         return d.url

@@ -20,3 +20,24 @@ JMX_RULES_FILE = MONITORING_DIR / "jmx-exporter.yaml"
 def rule_files() -> list[Path]:
     """Every Prometheus rule file Prometheus should load (promtool test files excluded)."""
     return sorted(p for p in RULES_DIR.glob("*.yaml") if ".test." not in p.name)
+
+
+# Where a page's runbook link opens: the rules name their runbook by its path in this
+# repository (docs/runbooks/...), which a pager cannot open, so every deployment prefixes one
+# base URL: the repository's docs as a browser shows them, unless a stack (runbookBaseUrl) or
+# the local platform (HANZO_STREAM_RUNBOOK_BASE_URL) names its own copy of docs/.
+RUNBOOK_BASE_URL = "https://github.com/hanzoai/hanzo-stream/blob/main/"
+RUNBOOK_BASE_ENV = "HANZO_STREAM_RUNBOOK_BASE_URL"
+
+
+def with_runbook_links(groups: list[dict], base: str) -> list[dict]:
+    """A copy of rule groups whose relative `runbook_url`s are made absolute under `base`."""
+    prefix = base if base.endswith("/") else base + "/"
+
+    def rule(r: dict) -> dict:
+        url = (r.get("annotations") or {}).get("runbook_url")
+        if not url or "://" in url:
+            return r
+        return {**r, "annotations": {**r["annotations"], "runbook_url": prefix + url.lstrip("/")}}
+
+    return [{**g, "rules": [rule(r) for r in g.get("rules", [])]} for g in groups]

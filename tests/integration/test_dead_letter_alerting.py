@@ -25,7 +25,7 @@ from confluent_kafka import Producer, TopicPartition
 
 from hanzo_stream import dead_letter as dl
 from hanzo_stream.local import alertmanager, dead_letter_monitor, kafka_exporter, prometheus
-from hanzo_stream.monitoring import RULES_DIR, alerts, dashboards, pager_inbox
+from hanzo_stream.monitoring import RULES_DIR, RUNBOOK_BASE_URL, alerts, dashboards, pager_inbox
 from hanzo_stream.monitoring.alertmanager import dedup_key
 from hanzo_stream.registry.platform import LAG_EXPORTER
 from tests.integration.conftest import apply_registry, wait_for
@@ -201,7 +201,8 @@ def test_a_dead_letter_pages_with_topic_stage_and_class_and_a_stable_dedup_key(s
     assert (payload["component"], payload["group"], payload["class"]) == (
         "audit_log", "job:audit-archive", "schema.required")
     assert payload["source"] and first["client"] == "Hanzo Stream"
-    assert payload["custom_details"]["runbook"] == alerts.DEAD_LETTER_RUNBOOK
+    # A link the pager opens: the repository's docs (local Prometheus, prometheus.linked_rules).
+    assert payload["custom_details"]["runbook"] == RUNBOOK_BASE_URL + alerts.DEAD_LETTER_RUNBOOK
 
     # A flood below the topic's critical threshold warns, with its own incident.
     # (Other tests on the shared session broker dead-letter too, e.g. stage producer:fuzz:

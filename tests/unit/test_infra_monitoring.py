@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from hanzo_stream.monitoring import RUNBOOK_BASE_URL
 from hanzo_stream.registry import load_registry
 from infra import monitoring
 from infra.topology import Topology
@@ -136,7 +137,8 @@ def test_registry_thresholds_win_over_a_stale_generated_file(tmp_path):
     (tmp_path / "monitoring" / "rules" / "alerts.test.yaml").write_text(
         yaml.safe_dump({"rule_files": ["alerts.yaml"], "tests": []}))
     files = monitoring.discover(tmp_path)
-    rule = monitoring.prometheus_rule(Topology("hanzo", "cluster.local", 3), files, REGISTRY, {})
+    rule = monitoring.prometheus_rule(Topology("hanzo", "cluster.local", 3), files, REGISTRY, {},
+                                      RUNBOOK_BASE_URL)
     exprs = [r["expr"] for r in alert_rules(rule)]
     assert "kafka_under_replicated_partitions > 0" in exprs
     assert not any(e.endswith("> 5") for e in exprs)
@@ -147,7 +149,8 @@ def test_without_monitoring_files_the_wiring_still_renders(tmp_path):
     files = monitoring.discover(tmp_path)
     assert files.jmx.text == monitoring.FALLBACK_JMX_RULES
     assert files.rule_groups == [] and files.dashboards == {}
-    rule = monitoring.prometheus_rule(Topology("hanzo", "cluster.local", 1), files, REGISTRY, {})
+    rule = monitoring.prometheus_rule(Topology("hanzo", "cluster.local", 1), files, REGISTRY, {},
+                                      RUNBOOK_BASE_URL)
     assert len(alert_rules(rule)) >= 2 * len(REGISTRY.groups)
 
 
