@@ -7,7 +7,8 @@ outcome from its delivery report, and the topic is then read back by id.
 
     produce --ledger F --stop-file S [--rate 100] [--max-seconds 1800] [--min-isr N]
         send llm_usage events until S exists (or max-seconds), flush, write the ledger to F,
-        with the longest time a partition was under min ISR meanwhile
+        with the longest time a partition was under min ISR meanwhile; meanwhile F.acked
+        holds the count acknowledged so far (`acked`), rewritten every second
     count --ledger F
         read llm_usage to its end and print the Tally of that ledger as JSON
 """
@@ -89,8 +90,11 @@ def _produce(conn: Connection, ledger_file: Path, stop_file: Path, rate: float,
 
     producer = EventProducer.connect(conn, stage="load", error_cb=on_error)
     teams = [f"team_load_{i}" for i in range(16)]
-    start, i = time.monotonic(), 0
+    start, i, shown = time.monotonic(), 0, 0.0
     while not stop_file.exists() and time.monotonic() - start < max_seconds:
+        if time.monotonic() - shown >= 1:
+            shown = time.monotonic()
+            _show_acked(ledger_file, len(ledger.acked))
         event = failover.usage_event(ledger, teams[i % len(teams)], i)
         producer.send(event, on_delivery=ledger.report(event["id"]))
         ledger.sent[event["id"]] = time.monotonic()
@@ -103,6 +107,20 @@ def _produce(conn: Connection, ledger_file: Path, stop_file: Path, rate: float,
         "failed": ledger.failed, "errors": errors,
         "seconds": round(time.monotonic() - start, 1)}))
     return 0
+
+
+def _show_acked(ledger_file: Path, n: int) -> None:
+    tmp = ledger_file.with_suffix(".acked.tmp")
+    tmp.write_text(str(n))
+    tmp.replace(ledger_file.with_suffix(".acked"))  # a reader never sees half a number
+
+
+def acked(ledger_file: Path) -> int:
+    """Events acknowledged so far by the producer writing `ledger_file` (0 before any)."""
+    try:
+        return int(ledger_file.with_suffix(".acked").read_text())
+    except (FileNotFoundError, ValueError):
+        return 0
 
 
 def count(ledger_file: Path) -> int:

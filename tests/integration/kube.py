@@ -21,6 +21,7 @@ from typing import Any
 
 from hanzo_stream.kube import netns
 from hanzo_stream.kube.deploy import Deployer, Plan
+from hanzo_stream.kube.load import acked as load_acked
 from hanzo_stream.kube.node import Node
 
 from .conftest import wait_for
@@ -149,11 +150,13 @@ def load(stack: Stack, tag: str, rate: float = 100, principal: str = "llm-gatewa
              "produce", "--ledger", str(ledger), "--stop-file", str(stop), "--rate", str(rate),
              "--max-seconds", str(max_seconds), "--min-isr", str(min_isr)],
             cwd=ROOT, env=stack.client_env(principal), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            time.sleep(5)  # producers up and acknowledged before the change starts
+        try:  # producers up and acknowledged before the change starts
+            wait_for(lambda: proc.poll() is not None or load_acked(ledger) >= ACKED_AT_START, 120,
+                     "the load producers' first acknowledgements")
             if proc.poll() is not None:
                 raise AssertionError(f"the load producer exited {proc.returncode}: "
                                      f"{(stack.work / f'load-{tag}.log').read_text()[-3000:]}")
+            result["ledger"] = ledger
             yield result
         finally:
             stop.touch()
@@ -161,6 +164,19 @@ def load(stack: Stack, tag: str, rate: float = 100, principal: str = "llm-gatewa
     out = in_node(stack.node, [sys.executable, "-m", "hanzo_stream.kube.load", "count",
                                "--ledger", str(ledger)], env=stack.client_env("billing-aggregator"))
     result |= json.loads(out.stdout)
+
+
+ACKED_AT_START = 50  # half a second of the default rate
+ACKED_AGAIN = 100  # a second of it: every partition written since
+
+
+def acknowledged_again(result: dict, what: str) -> None:
+    """Inside `with load(...) as result`: wait until the producers have had ACKED_AGAIN more
+    events acknowledged (the condition the fixed 5 s waits before 2026-12-03 stood for)."""
+    ledger = result["ledger"]
+    start = load_acked(ledger)
+    wait_for(lambda: load_acked(ledger) >= start + ACKED_AGAIN, 300,
+             f"the producers acknowledged again after {what}")
 
 
 def restarts(before: dict[str, dict], after: dict[str, dict]) -> int:
@@ -241,7 +257,7 @@ def change(stack: Stack, what: str, min_isr: int = 2, replace: list[str] | None 
         stack.up(replace=replace, **settings)
         took, plan = time.monotonic() - t, stack.last_plan
         wait_for(lambda: brokers_ready(stack), 900, "every broker ready on the new revision")
-        time.sleep(5)  # producers acknowledged after the last broker came back
+        acknowledged_again(result, "the last broker came back")
     after = stack.pods()
     facts = {
         "planned": plan.ops(),

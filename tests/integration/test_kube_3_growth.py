@@ -32,6 +32,7 @@ from tests import docs_blocks
 
 from .conftest import wait_for
 from .kube import (
+    acknowledged_again,
     admin_properties,
     brokers_ready,
     change,
@@ -303,7 +304,7 @@ def test_kafka_0_with_a_blank_volume_rejoins_and_founds_nothing(dev):
 
         wait_for(back, 900, "kafka-0 a voter again and in sync")
         took = round(time.monotonic() - t)
-        time.sleep(5)  # producers acknowledged after kafka-0 came back
+        acknowledged_again(result, "kafka-0 came back")
     after = voters(dev)
     facts = {"seconds": took, "voters_before": before, "voters_after": after,
              **{k: result[k] for k in ("sent", "acked", "failed", "acked_lost", "unreported",

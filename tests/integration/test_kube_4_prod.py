@@ -15,7 +15,7 @@ import pytest
 from hanzo_stream.kube.deploy import Deployer
 
 from .conftest import KEEP_NODE, wait_for
-from .kube import Stack, brokers_ready, load, record, replication, restarts
+from .kube import Stack, acknowledged_again, brokers_ready, load, record, replication, restarts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -54,7 +54,7 @@ def test_a_deleted_broker_pod_waits_for_the_gate_and_loses_nothing(prod):
         prod.kubectl("delete", "pod", "kafka-1", "--wait=false")
         wait_for(lambda: prod.pods().get("kafka-1", {}).get("metadata", {}).get("uid") not in
                  (None, before) and brokers_ready(prod, 3), 900, "kafka-1 back and in sync")
-        time.sleep(5)
+        acknowledged_again(result, "kafka-1 came back")
     record("prod: kubectl delete pod kafka-1", seconds=round(time.monotonic() - t),
            **{k: result[k] for k in ("acked", "acked_lost", "failed", "producer_errors",
                                      "under_min_isr_longest_s")})
@@ -78,7 +78,7 @@ def test_on_call_restarts_every_broker_the_active_controller_last(prod):
     with load(prod, "prod-restart-all", min_isr=2) as result:
         prod.kubectl("create", "job", "--from=cronjob/kafka-restart", name)
         wait_for(finished, 1500, "the restart Job done")
-        time.sleep(5)  # producers acknowledged after the last broker came back
+        acknowledged_again(result, "the last broker came back")
     log = prod.kubectl("logs", f"job/{name}").stdout
     order = re.findall(r"restarting (kafka-\d+)", log)
     leader = re.findall(r"the active controller is node (\d+)", log)
