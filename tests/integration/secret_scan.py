@@ -13,6 +13,7 @@ is scanned as stored, not decompressed.
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -81,6 +82,10 @@ NUMBERS_ONLY = (".index", ".timeindex")
 
 
 def files_under(root: Path) -> Iterator[Path]:
-    for p in sorted(root.rglob("*")):
+    """Every file under root. The platform runs on while this walks it: a directory that
+    vanishes meanwhile (chDB merges parts away; Path.rglob raised FileNotFoundError on one)
+    is passed over, as os.walk does, and so is a file gone before it is read (the caller)."""
+    found = [Path(d, n) for d, _, names in os.walk(root) for n in names]
+    for p in sorted(found):
         if p.is_file() and not p.is_symlink() and p.suffix not in NUMBERS_ONLY:
             yield p

@@ -77,22 +77,26 @@ def test_preview_right_after_up_plans_no_changes(dev):
 def test_a_storage_class_the_cluster_lacks_or_no_default_is_refused_at_preview(dev):
     """infra/preflight.py with the real engine and API server. Before it, both previews passed
     and `up` left the claims Pending until the rollout timed out (EKS 1.30+ has no default
-    class). The refusals list the node's real classes, so the program read them."""
+    class). The refusals list the node's real classes, so the program read them. (A preview
+    writes its settings into the stack's config: the last one leaves storageClass as it was.)"""
     default = "storageclass.kubernetes.io/is-default-class"
     before = {k: p["metadata"]["uid"] for k, p in dev.pods().items()}
-    with pytest.raises(Exception, match=r"storageClass is 'fast-ssd', which the cluster of "
-                                        r"kubeconfig context '[^']+' does not have") as e:
-        dev.preview(storageClass="fast-ssd")
-    assert "its StorageClasses: hanzo-local (default)." in str(e.value)
-    dev.node.kubectl("annotate", "storageclass", "hanzo-local", f"{default}-")
     try:
-        with pytest.raises(Exception, match=r"storageClass is unset and the cluster of kubeconfig "
-                                            r"context '[^']+' has no default StorageClass") as e:
-            dev.preview()
-        assert "Its StorageClasses: hanzo-local." in str(e.value)
+        with pytest.raises(Exception, match=r"storageClass is 'fast-ssd', which the cluster of "
+                                            r"kubeconfig context '[^']+' does not have") as e:
+            dev.preview(storageClass="fast-ssd")
+        assert "its StorageClasses: hanzo-local (default)." in str(e.value)
+        dev.node.kubectl("annotate", "storageclass", "hanzo-local", f"{default}-")
+        try:
+            with pytest.raises(Exception, match=r"storageClass is unset and the cluster of kubeconfig "
+                                                r"context '[^']+' has no default StorageClass") as e:
+                dev.preview(storageClass="")
+            assert "Its StorageClasses: hanzo-local." in str(e.value)
+        finally:
+            dev.node.kubectl("annotate", "--overwrite", "storageclass", "hanzo-local",
+                             f"{default}=true")
     finally:
-        dev.node.kubectl("annotate", "--overwrite", "storageclass", "hanzo-local", f"{default}=true")
-    dev.preview(storageClass="hanzo-local")  # named and there: passes
+        dev.preview(storageClass="")  # the default class again: passes, and is the stack's again
     assert {k: p["metadata"]["uid"] for k, p in dev.pods().items()} == before
 
 
