@@ -30,7 +30,7 @@ COVERAGE = ROOT / ".hanzo-stream" / "coverage" / "coverage.json"
 DOC = ROOT / "docs" / "testing.md"
 HEADER = "# Testing\n"
 PROVES_WIDTH = 240
-LANES = ("integration", "spark", "local", "kube", "unit")  # tests/lanes.sh (`local`, `kube`: a trial)
+LANES = ("integration", "side", "local", "kube", "unit")  # tests/lanes.sh (`local`, `kube`: a trial)
 
 
 def proves(module: str) -> str:
