@@ -81,7 +81,7 @@ class Profile:
         self.current: str | None = None
         self.mark: tuple[float, float] = (0.0, 0.0)
         self.started = time.monotonic()
-        self.machine_started = machine_cpu()  # the whole machine: both lanes, builds, all
+        self.machine_started = machine_cpu()  # the whole machine: every lane, builds, all
         self.reporter = None
 
     def _sample(self) -> tuple[float, float]:
