@@ -16,7 +16,7 @@ run here from fast_specs copies with `future: off`; test_clock_skew.py runs the 
 The two outage tests come first: a fresh checkpoint reads its topic from the start, their jobs
 take 150 records a batch, and behind the crash tests' 12,000 records on
 events_plugin_ingestion the ClickHouse outage took 238 s (80 batches of other tests' events)
-against 82 s first; what they prove is the outage's, not the backlog's.
+against 73 s first; what they prove is the outage's, not the backlog's.
 """
 
 from __future__ import annotations
@@ -592,10 +592,11 @@ def test_audit_archive_survives_a_crash_exactly_once_on_s3(cluster, tmp_path, re
     events = audit_events(registry, run, 1200, datetime(2034, 3, 4, 23, tzinfo=UTC),
                           timedelta(seconds=5))  # 23:00 -> 00:40: two dates
     # The new checkpoint reads audit_log from its start: the batches of earlier tests'
-    # records come first, then this run's 4 (300 records each): killed after its second.
-    kill_after = sum(end_offsets(cluster, "audit_log").values()) // 300 + 2
+    # records come first, then this run's 4: killed after its second.
+    batch = 300
+    kill_after = sum(end_offsets(cluster, "audit_log").values()) // batch + 2
     produce(cluster, "iam-service", "audit_log", [(e["org_id"], e) for e in events])
-    consumers, path = archive_on_s3(tmp_path, f"crash-{run}", max_offsets_per_trigger=300,
+    consumers, path = archive_on_s3(tmp_path, f"crash-{run}", max_offsets_per_trigger=batch,
                                     trigger="0s")
     env = job_env(cluster, "audit-archiver", tmp_path, store)
     process.start("audit-archive", tmp_path, env, registry=ROOT / "topics.yaml",
