@@ -13,8 +13,11 @@
 #                integration lane leaves a core idle too while it waits on pods. Printed like
 #                the unit lane. Kept out: modules with their own clusters to kill, fill or roll
 #                on a clock (failover, full disk, TLS reload, takeover, scaling), group session
-#                timeouts (consumer protocol), a server's bounded restart (PostgreSQL sink),
-#                and the local platform.
+#                timeouts (consumer protocol), a server's bounded restart (PostgreSQL sink).
+#                The local platform runs last in it: it brings up its own broker, jobs and
+#                Prometheus (in a home of its own) and waits for conditions, not clocks, and
+#                at nice 10 beside the Kubernetes modules it takes the core they leave idle
+#                (the integration lane's Kubernetes half ran at 1.1 cores, docs/testing.md).
 # The Kubernetes modules do not get a lane of their own: both halves use more than a core on
 # average, and side by side (measured, docs/testing.md) the load reached 47 and a restarted
 # broker pod could not register with its quorum in time. The exit code is the worse lane's.
@@ -72,11 +75,12 @@ background() {  # NAME NICE PYTEST-ARGS...: a lane logged to a file
     exit $code
   ) &
 }
-# In the order the integration lane ran them before (event dates rise through a session broker).
+# In the order the integration lane ran them before (event dates rise through a session broker),
+# then the local platform (a broker of its own).
 SIDE=()
 for m in acl_enforcement acl_matrix authentication client_produce clock_skew contract_parity \
          dead_letter_alerting dead_letter_replay llm_metrics_live local_apply monitoring_live \
-         reconciler schema_registry spark_jobs; do
+         reconciler schema_registry spark_jobs local_platform; do
   SIDE+=("tests/integration/test_$m.py")
 done
 rm -f .hanzo-stream/suite-profile/parts-*.json  # this run's parts only (tests/suite_profile.py)
