@@ -321,22 +321,18 @@ def apply(
 
 
 def _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_) -> None:
-    """apply, once the cluster is read: the saved plan's checks, then the changes."""
-    from .reconcile import Plan
+    """apply, once the cluster is read: a saved plan refused (reconcile.run's guard) is said
+    before the plan is shown as the one to run, then the changes."""
     from .reconcile.render import print_plan, print_result, progress_display
-    from .reconcile.run import StalePlan, check_reviewed
+    from .reconcile.run import StalePlan, reviewed_plan
     from .reconcile.run import apply as apply_plan
 
     todo, saved = fresh, None
     if plan_file:
         try:
-            saved = Plan.from_json(plan_file.read_text())
-            check_reviewed(saved, fresh, str(plan_file))  # before the plan is shown as the one to run
+            saved = reviewed_plan(plan_file.read_text(), fresh, str(plan_file))
         except StalePlan as e:
             err.print(f"[bold red]error:[/bold red] {escape(str(e))}")
-            raise typer.Exit(1) from None
-        except ValueError as e:
-            err.print(f"[bold red]error:[/bold red] {plan_file}: {escape(str(e))}")
             raise typer.Exit(1) from None
     if not json_:
         print_plan(todo, out)
@@ -345,7 +341,7 @@ def _apply(admin, reg, fresh, plan_file, passwords, opts, wait, json_) -> None:
     try:
         with progress_display(err if json_ else out) as progress:
             result = apply_plan(admin, reg, todo, passwords, opts, progress=progress, wait_s=wait,
-                                reviewed=saved)
+                                reviewed=saved, where=str(plan_file))
     except KeyboardInterrupt:
         err.print("[bold yellow]interrupted:[/bold yellow] any replica move goes on in the "
                   "brokers, still throttled; run apply again to follow it, finish it and remove "

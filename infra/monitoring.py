@@ -119,6 +119,14 @@ def serving(port: str, ready: str, live: str | None = None, *, ready_every: int 
             "securityContext": security_context.container()}
 
 
+def hardened_pod(uid: int, container: dict, volumes: list[dict], grace_seconds: int | None = None) -> dict:
+    """The pod spec each of them runs in: no service-account token (none calls the API
+    server), the pod securityContext for the image's user `uid`, its one container."""
+    grace = {} if grace_seconds is None else {"terminationGracePeriodSeconds": grace_seconds}
+    return {"automountServiceAccountToken": False, **grace,
+            "securityContext": security_context.pod(uid), "containers": [container], "volumes": volumes}
+
+
 def _exporter_container(s: StackSettings, top: Topology) -> tuple[dict, list[dict]]:
     """The platform's own exporter (hanzo_stream.monitoring.lag_exporter, the same metric names
     and labels) or danielqsj/kafka_exporter; either logs in as exporterPrincipal over SASL_SSL.
@@ -159,19 +167,13 @@ def exporter(s: StackSettings, top: Topology) -> list[dict]:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": EXPORTER_LABELS},
-            "template": {"metadata": {"labels": EXPORTER_LABELS}, "spec": {
-                "automountServiceAccountToken": False,
-                "securityContext": security_context.pod(65534),
-                "containers": [{
-                    "name": "kafka-exporter",
-                    **container,
-                    "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
-                    **serving("metrics", "/healthz", requests=("50m", "64Mi"), limits=("250m", "256Mi")),
-                    "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT,
-                                      "readOnly": True}, *mounts],
-                }],
-                "volumes": [ca_volume(), *volumes],
-            }},
+            "template": {"metadata": {"labels": EXPORTER_LABELS}, "spec": hardened_pod(65534, {
+                "name": "kafka-exporter",
+                **container,
+                "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
+                **serving("metrics", "/healthz", requests=("50m", "64Mi"), limits=("250m", "256Mi")),
+                "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}, *mounts],
+            }, [ca_volume(), *volumes])},
         },
     }
     svc = {
@@ -263,28 +265,22 @@ def consumer_deployment(s: StackSettings, top: Topology, job: ConsumerJob) -> di
                                          "app.kubernetes.io/component": "consumer-job"}},
             "template": {"metadata": {"labels": pod_labels, "annotations": {
                 "prometheus.io/scrape": "true", "prometheus.io/port": str(CONSUMER_METRICS_PORT),
-                "prometheus.io/path": "/metrics"}}, "spec": {
-                "automountServiceAccountToken": False,
-                "terminationGracePeriodSeconds": 60,  # SIGTERM: checkpoint, commit, leave the group
-                "securityContext": security_context.pod(185),
-                "containers": [{
-                    "name": job.name,
-                    "image": s.sparkImage,
-                    "workingDir": APP_HOME,
-                    "command": ["python3", "-m", "hanzo_stream.jobs.cli", "run", job.name,
-                                "--registry", f"{APP_HOME}/topics.yaml",
-                                "--consumers", f"{APP_HOME}/consumers"],
-                    "env": env,
-                    "ports": [{"name": "metrics", "containerPort": CONSUMER_METRICS_PORT}],
-                    **serving("metrics", "/metrics", live_delay=30, requests=("100m", "128Mi"),
-                              limits=("1", "512Mi")),
-                    "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
-                                     {"name": "state", "mountPath": CONSUMER_HOME},
-                                     {"name": "tmp", "mountPath": "/tmp"}],
-                }],
-                "volumes": [ca_volume(), {"name": "state", "emptyDir": {}},
-                            {"name": "tmp", "emptyDir": {}}],
-            }},
+                "prometheus.io/path": "/metrics"}}, "spec": hardened_pod(185, {
+                "name": job.name,
+                "image": s.sparkImage,
+                "workingDir": APP_HOME,
+                "command": ["python3", "-m", "hanzo_stream.jobs.cli", "run", job.name,
+                            "--registry", f"{APP_HOME}/topics.yaml",
+                            "--consumers", f"{APP_HOME}/consumers"],
+                "env": env,
+                "ports": [{"name": "metrics", "containerPort": CONSUMER_METRICS_PORT}],
+                **serving("metrics", "/metrics", live_delay=30, requests=("100m", "128Mi"),
+                          limits=("1", "512Mi")),
+                "volumeMounts": [{"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True},
+                                 {"name": "state", "mountPath": CONSUMER_HOME},
+                                 {"name": "tmp", "mountPath": "/tmp"}],
+            }, [ca_volume(), {"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+                grace_seconds=60)},  # SIGTERM: checkpoint, commit, leave the group
         },
     }
 
@@ -345,25 +341,19 @@ def dead_letter_monitor(s: StackSettings, top: Topology, registry: Registry,
         "spec": {
             "replicas": registry.group(DEAD_LETTER_MONITOR).consumers,
             "selector": {"matchLabels": DEAD_LETTER_MONITOR_LABELS},
-            "template": {"metadata": {"labels": DEAD_LETTER_MONITOR_LABELS}, "spec": {
-                "automountServiceAccountToken": False,
-                "securityContext": security_context.pod(10001),
-                "containers": [{
-                    "name": DEAD_LETTER_MONITOR,
-                    "image": s.reconcilerImage,
-                    "command": ["python", "-m", "hanzo_stream.monitoring.dead_letter_monitor"],
-                    "args": ["--listen", f"0.0.0.0:{DEAD_LETTER_MONITOR_PORT}",
-                             "--registry", f"{REGISTRY_MOUNT}/topics.yaml"],
-                    "env": connection_env(top, principal),
-                    "ports": [{"name": "metrics", "containerPort": DEAD_LETTER_MONITOR_PORT}],
-                    **serving("metrics", "/metrics", requests=("20m", "64Mi"), limits=("250m", "256Mi")),
-                    "volumeMounts": [
-                        {"name": "registry", "mountPath": REGISTRY_MOUNT, "readOnly": True},
-                        {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
-                }],
-                "volumes": [{"name": "registry", "configMap": {"name": registry_config_map}},
-                            ca_volume()],
-            }},
+            "template": {"metadata": {"labels": DEAD_LETTER_MONITOR_LABELS}, "spec": hardened_pod(10001, {
+                "name": DEAD_LETTER_MONITOR,
+                "image": s.reconcilerImage,
+                "command": ["python", "-m", "hanzo_stream.monitoring.dead_letter_monitor"],
+                "args": ["--listen", f"0.0.0.0:{DEAD_LETTER_MONITOR_PORT}",
+                         "--registry", f"{REGISTRY_MOUNT}/topics.yaml"],
+                "env": connection_env(top, principal),
+                "ports": [{"name": "metrics", "containerPort": DEAD_LETTER_MONITOR_PORT}],
+                **serving("metrics", "/metrics", requests=("20m", "64Mi"), limits=("250m", "256Mi")),
+                "volumeMounts": [
+                    {"name": "registry", "mountPath": REGISTRY_MOUNT, "readOnly": True},
+                    {"name": "kafka-ca", "mountPath": CA_MOUNT, "readOnly": True}],
+            }, [{"name": "registry", "configMap": {"name": registry_config_map}}, ca_volume()])},
         },
     }
     return [deploy, _service(top, DEAD_LETTER_MONITOR, DEAD_LETTER_MONITOR_LABELS,
@@ -412,29 +402,21 @@ def alertmanager(s: StackSettings, top: Topology, routing_key: object) -> list[d
                 # A changed configuration rolls the pod; a rotated key is read at the next page.
                 "metadata": {"labels": ALERTMANAGER_LABELS,
                              "annotations": {"hanzo.ai/alertmanager-config-sha": config_sha}},
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "securityContext": security_context.pod(65534),
-                    "containers": [{
-                        "name": ALERTMANAGER,
-                        "image": s.alertmanagerImage,
-                        "args": [f"--config.file={ALERTMANAGER_CONFIG_MOUNT}/alertmanager.yml",
-                                 "--storage.path=/alertmanager",
-                                 f"--web.listen-address=:{ALERTMANAGER_PORT}",
-                                 "--cluster.listen-address="],
-                        "ports": [{"name": "web", "containerPort": ALERTMANAGER_PORT}],
-                        **serving("web", "/-/ready", "/-/healthy", ready_every=10,
-                                  requests=("20m", "64Mi"), limits=("250m", "256Mi")),
-                        "volumeMounts": [
-                            {"name": "config", "mountPath": ALERTMANAGER_CONFIG_MOUNT,
-                             "readOnly": True},
-                            {"name": "data", "mountPath": "/alertmanager"}],
-                    }],
-                    "volumes": [
-                        {"name": "config", "secret": {"secretName": ALERTMANAGER_SECRET,
-                                                      "defaultMode": 0o440}},
-                        {"name": "data", "emptyDir": {}}],
-                },
+                "spec": hardened_pod(65534, {
+                    "name": ALERTMANAGER,
+                    "image": s.alertmanagerImage,
+                    "args": [f"--config.file={ALERTMANAGER_CONFIG_MOUNT}/alertmanager.yml",
+                             "--storage.path=/alertmanager",
+                             f"--web.listen-address=:{ALERTMANAGER_PORT}",
+                             "--cluster.listen-address="],
+                    "ports": [{"name": "web", "containerPort": ALERTMANAGER_PORT}],
+                    **serving("web", "/-/ready", "/-/healthy", ready_every=10,
+                              requests=("20m", "64Mi"), limits=("250m", "256Mi")),
+                    "volumeMounts": [
+                        {"name": "config", "mountPath": ALERTMANAGER_CONFIG_MOUNT, "readOnly": True},
+                        {"name": "data", "mountPath": "/alertmanager"}],
+                }, [{"name": "config", "secret": {"secretName": ALERTMANAGER_SECRET, "defaultMode": 0o440}},
+                    {"name": "data", "emptyDir": {}}]),
             },
         },
     }

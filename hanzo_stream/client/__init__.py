@@ -1,6 +1,6 @@
 """The Python client every service uses: envelopes, validation, keying, produce, consume.
 
-See docs/client.md. The pieces are importable on their own (validator, router, murmur2) so
+See docs/client.md. The pieces are importable on their own (validator, router, keying) so
 other tools reuse them without a broker.
 """
 

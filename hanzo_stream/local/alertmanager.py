@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..monitoring import alertmanager
 from ..secret_files import write_secret
-from .daemon import Daemon, Managed, StartFailed
+from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 
 NAME = "alertmanager"
@@ -57,5 +57,4 @@ def start(home: Path, routing_key: str, pagerduty_url: str, port: int | None = N
     return d.url
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)

@@ -15,9 +15,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import state
 
@@ -139,20 +140,27 @@ class Daemon:
                 "url": self.url, "log": str(self.log_file)}
 
 
-@dataclass(frozen=True)
-class Managed:
-    """stop/status/url of one named daemon under a home directory: what each local component
-    module offers its callers (`object_store.stop(home)`), written once."""
+class Managed(NamedTuple):
+    """What each local component module offers its callers for its daemon:
+    `stop, status, url = managed(NAME)`, then `object_store.stop(home)`."""
 
-    name: str
+    stop: Callable[[Path], bool]  # stop it if it runs; True if it did
+    status: Callable[[Path], dict]
+    url: Callable[[Path], str | None]  # None unless it runs
 
-    def stop(self, home: Path) -> bool:
-        """Stop it if it runs; True if it did."""
-        return Daemon.load(home, self.name).stop()
 
-    def status(self, home: Path) -> dict:
-        return Daemon.load(home, self.name).status()
+def managed(name: str, sig: int = signal.SIGTERM) -> Managed:
+    """stop/status/url of the daemon `name` under a home directory, written once; `sig` is
+    what asks it to stop (SIGKILL follows after Daemon.stop's timeout)."""
 
-    def url(self, home: Path) -> str | None:
-        d = Daemon.load(home, self.name)
+    def stop(home: Path) -> bool:
+        return Daemon.load(home, name).stop(sig=sig)
+
+    def status(home: Path) -> dict:
+        return Daemon.load(home, name).status()
+
+    def url(home: Path) -> str | None:
+        d = Daemon.load(home, name)
         return d.url if d.alive() else None
+
+    return Managed(stop, status, url)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..connection import ENV, Connection
 from ..monitoring.dead_letter_monitor import GROUP
-from .daemon import Daemon, Managed
+from .daemon import Daemon, managed
 from .kafka import free_ports
 
 NAME = GROUP
@@ -34,5 +34,4 @@ def start(home: Path, conn: Connection, registry: Path, port: int | None = None,
     return d.url
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from ..client import envelope
-from ..client.murmur2 import partition
+from ..client.keying import partition
 from ..client.producer import EventProducer
 from ..connection import Connection
 

@@ -19,14 +19,10 @@ from pathlib import Path
 
 from ..connection import ENV, Connection
 from ..monitoring.lag_exporter import DEFAULT_PORT
-from .daemon import Daemon, Managed
+from .daemon import Daemon, managed
 from .kafka import free_ports
 
 NAME = "kafka-exporter"
-
-
-def _daemon(home: Path) -> Daemon:
-    return Daemon.load(home, NAME)
 
 
 def start(home: Path, conn: Connection, port: int | None = None, timeout: float = 30.0) -> str:
@@ -34,7 +30,7 @@ def start(home: Path, conn: Connection, port: int | None = None, timeout: float 
 
     port: fixed port, else the one it had before, else a free one.
     """
-    d = _daemon(home)
+    d = Daemon.load(home, NAME)
     if d.alive() and d.url:
         return d.url
     port = port or d.port or free_ports(1)[0]
@@ -49,7 +45,6 @@ def start(home: Path, conn: Connection, port: int | None = None, timeout: float 
     return d.url
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)
 
 __all__ = ["DEFAULT_PORT", "start", "status", "stop", "url"]

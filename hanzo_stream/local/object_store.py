@@ -22,7 +22,7 @@ from .. import jars, state
 from ..jobs.s3 import S3Access
 from ..jvm import java, jit_flags
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials
-from .daemon import Daemon, Managed, StartFailed
+from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 
 NAME = state.OBJECT_STORE
@@ -93,5 +93,4 @@ def _wait_ready(d: Daemon, store: S3Access, timeout: float):
                       f"log {d.log_file}:\n{d.log_tail()}")
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)

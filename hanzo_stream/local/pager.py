@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..monitoring import pager_inbox
-from .daemon import Daemon, Managed
+from .daemon import Daemon, managed
 from .kafka import free_ports
 
 NAME = "pager"
@@ -37,5 +37,4 @@ def pages(home: Path) -> list[dict]:
     return pager_inbox.read(home / PAGES)
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)

@@ -42,7 +42,7 @@ from . import (
     prometheus,
     schema_registry,
 )
-from .daemon import Daemon
+from .daemon import Daemon, managed
 
 DEMO = "demo"
 JOBS_SCRAPE = "hanzo-stream-jobs"  # Prometheus job of the consumer jobs' own /metrics
@@ -311,6 +311,9 @@ def job_died(ctx: Context, name: str) -> str | None:
         time.sleep(0.5)
 
 
+_demo = managed(DEMO)
+
+
 def _demo_start(ctx: Context) -> str:
     d = Daemon.load(ctx.home, DEMO)
     rate = float(os.environ.get(DEMO_RATE_ENV, "20"))
@@ -347,8 +350,8 @@ def components(registry: Registry) -> tuple[Component, ...]:
         Component("prometheus", _prometheus_start, lambda ctx: prometheus.stop(ctx.home / "prometheus"),
                   lambda ctx: prometheus.status(ctx.home / "prometheus")),
         *(_job(name) for name in list_specs(checkout(registry) / "consumers")),
-        Component(DEMO, _demo_start, lambda ctx: Daemon.load(ctx.home, DEMO).stop(),
-                  lambda ctx: Daemon.load(ctx.home, DEMO).status()),
+        Component(DEMO, _demo_start, lambda ctx: _demo.stop(ctx.home),
+                  lambda ctx: _demo.status(ctx.home)),
     )
 
 

@@ -29,7 +29,7 @@ from urllib.parse import quote
 from ..state import POSTGRES_ADMIN_PASSWORD as ADMIN_PASSWORD
 from ..state import POSTGRES_ROLE_PASSWORD as ROLE_PASSWORD
 from .credentials import Credentials
-from .daemon import Daemon, Managed, StartFailed
+from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 
 NAME = "postgres"
@@ -167,9 +167,8 @@ def start(home: Path, creds: Credentials, timeout: float = 60.0) -> str:
     return str(d.url)
 
 
-def stop(home: Path, timeout: float = 15.0) -> bool:
-    """Fast shutdown (SIGINT: sessions are cut, the data is consistent); True if it ran."""
-    return Daemon.load(home, NAME).stop(timeout, sig=signal.SIGINT)
+# stop: a fast shutdown (SIGINT: sessions are cut, the data is consistent); True if it ran.
+stop, status, url = managed(NAME, sig=signal.SIGINT)
 
 
 def purge(home: Path) -> None:
@@ -193,6 +192,3 @@ def rows(home: Path, creds: Credentials, table: str) -> int | None:
         return None
     return int(row[0]) if row else None
 
-
-status = Managed(NAME).status
-url = Managed(NAME).url

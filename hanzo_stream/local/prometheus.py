@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from ..monitoring import RUNBOOK_BASE_ENV, RUNBOOK_BASE_URL, prom_api, rule_files, with_runbook_links
-from .daemon import Daemon, Managed, StartFailed
+from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 
 NAME = "prometheus"
@@ -123,8 +123,7 @@ def reload(home: Path) -> None:
         os.kill(d.pid, signal.SIGHUP)
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)
 
 
 # The HTTP API helpers work against any Prometheus; re-exported for callers of this module.

@@ -22,7 +22,7 @@ from .. import versions
 from ..connection import Connection
 from ..jvm import java, jit_flags
 from ..paths import cache_dir
-from .daemon import Daemon, Managed, StartFailed
+from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 
 APICURIO_VERSION = versions.APICURIO_VERSION
@@ -122,5 +122,4 @@ def start(home: Path, cluster_conn: Connection | None = None, port: int | None =
     return d.url
 
 
-_managed = Managed(NAME)
-stop, status, url = _managed.stop, _managed.status, _managed.url
+stop, status, url = managed(NAME)

@@ -73,12 +73,19 @@ class Plan:
 
     @staticmethod
     def from_json(text: str) -> Plan:
+        """A plan `plan --out` saved; ValueError for any other text (a file cut short or
+        edited by hand must be refused with a reason, not a traceback)."""
         doc = json.loads(text)
-        if doc.get("format") != FORMAT:
-            raise ValueError(f"not a plan this hanzo-stream can apply (format {doc.get('format')!r}, "
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            got = doc.get("format") if isinstance(doc, dict) else None
+            raise ValueError(f"not a plan this hanzo-stream can apply (format {got!r}, "
                              f"expected {FORMAT}): run plan again")
-        return Plan([from_dict(c) for c in doc["changes"]], doc["errors"], doc["notes"],
-                    doc["fingerprint"], doc.get("registry", ""))
+        try:
+            return Plan([from_dict(c) for c in doc["changes"]], doc["errors"], doc["notes"],
+                        doc["fingerprint"], doc.get("registry", ""))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a plan `plan --out` wrote ({type(e).__name__}: {e}): "
+                             "run plan again") from None
 
 
 @dataclass(frozen=True)

@@ -41,17 +41,35 @@ def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
 
 def reconcile(admin: Any, registry: Registry, passwords: Mapping[str, str],
               opts: Options | None = None, progress: Callable[[Progress], None] | None = None,
-              wait_s: float | None = None) -> tuple[Plan, Result]:
-    """plan, then apply unless refused: for callers with no review step in between."""
+              wait_s: float | None = None, reviewed: Plan | str | None = None,
+              where: str = "the saved plan") -> tuple[Plan, Result]:
+    """plan, then apply unless refused. With `reviewed` (a saved plan), only what was reviewed
+    is applied: see reviewed_plan."""
     opts = opts or Options(available_passwords=frozenset(passwords))
     p = plan(admin, registry, opts)
     if p.errors:
         return p, Result()
-    return p, apply(admin, registry, p, passwords, opts, progress, wait_s)
+    return p, apply(admin, registry, p, passwords, opts, progress, wait_s, reviewed, where)
 
 
 class StalePlan(ValueError):
-    """A reviewed plan that is no longer what applying would do: nothing was applied."""
+    """A saved plan that may not be applied (not a plan, or no longer what applying would
+    do): nothing was applied. Its message is what the user reads."""
+
+
+def reviewed_plan(saved: Plan | str, fresh: Plan, where: str = "the saved plan") -> Plan:
+    """The saved plan (a Plan, or the JSON `plan --out` wrote), if applying `fresh` is still
+    what a reviewer approved in it; StalePlan if not, or if the text is not a plan.
+
+    The one guard between a review and the cluster: apply() runs it for every caller, and the
+    CLI runs it first too, so a refused plan is never shown as the one about to run."""
+    if isinstance(saved, str):
+        try:
+            saved = Plan.from_json(saved)
+        except ValueError as e:
+            raise StalePlan(f"{where}: {e}") from None
+    check_reviewed(saved, fresh, where)
+    return saved
 
 
 def check_reviewed(reviewed: Plan, fresh: Plan, where: str = "the saved plan") -> None:
@@ -69,11 +87,13 @@ def check_reviewed(reviewed: Plan, fresh: Plan, where: str = "the saved plan") -
 
 def apply(admin: Any, registry: Registry, p: Plan, passwords: Mapping[str, str], opts: Options,
           progress: Callable[[Progress], None] | None = None,
-          wait_s: float | None = None, reviewed: Plan | None = None) -> Result:
-    """Apply a fresh plan (checked against the `reviewed` one first, when there is one), then
-    wait until the brokers show what was applied, so a plan right after shows no diff."""
+          wait_s: float | None = None, reviewed: Plan | str | None = None,
+          where: str = "the saved plan") -> Result:
+    """Apply a fresh plan (refused with StalePlan, before any call to the cluster, when a
+    `reviewed` saved plan no longer matches it: reviewed_plan), then wait until the brokers
+    show what was applied, so a plan right after shows no diff."""
     if reviewed is not None:
-        check_reviewed(reviewed, p)
+        reviewed_plan(reviewed, p, where)
     result = execute(admin, p, passwords, progress, wait_s)
     await_visible(admin, registry, result.applied, opts)
     return result

@@ -23,7 +23,7 @@ from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
 from hanzo_stream.client.consumer import UnknownGroup, make_consumer
 from hanzo_stream.client.dead_letters import headers_dict
-from hanzo_stream.client.murmur2 import partition
+from hanzo_stream.client.keying import partition
 from hanzo_stream.client.producer import DeliveryFailed, EventProducer, make_producer
 from hanzo_stream.client.router import Router
 from hanzo_stream.client.validator import Validator

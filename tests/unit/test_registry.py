@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 import yaml
 
 from hanzo_stream.registry import RegistryInvalid, load_registry
+from hanzo_stream.registry.model import Acl, DeadLetterThresholds, LagThresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,29 +154,78 @@ def test_policy_rule_refuses(tmp_path, edit, field, fragment):
         "\n".join(map(str, found))
 
 
-@pytest.mark.parametrize("edit", [
-    lambda d: topic(d, "llm_usage").update(partitions=64),  # growing is fine
-    lambda d: topic(d, "llm_usage").update(name="llm_usage_v2") or group(d, "billing-agg").update(
-        topics=["llm_usage_v2"]) or group(d, "llm-metrics").update(topics=["llm_usage_v2"]),
-    lambda d: topic(d, "audit_log").update(retention="36h"),
-    lambda d: topic(d, "audit_log").update(config={"max.message.bytes": 2097152}),
-    lambda d: d.setdefault("acls", []).append(
+def _rename_llm_usage(d: dict) -> None:
+    topic(d, "llm_usage").update(name="llm_usage_v2")
+    for reader in ("billing-agg", "llm-metrics"):
+        group(d, reader).update(topics=["llm_usage_v2"])
+
+
+def _grants(principal: str, name: str, *ops: str) -> set[Acl]:
+    return {Acl(f"User:{principal}", "TOPIC", name, "LITERAL", op) for op in ops}
+
+
+def _moved_to_v2() -> tuple[set[Acl], set[Acl]]:
+    """The ACLs a rename of llm_usage adds and removes: the same grants, on the new name."""
+    users = {"llm-gateway": "WRITE", "billing-aggregator": "READ", "llm-metrics": "READ"}
+    added, removed = (set().union(*(_grants(who, name, op, "DESCRIBE") for who, op in users.items()))
+                      for name in ("llm_usage_v2", "llm_usage"))
+    return added, removed
+
+
+DAY = 86_400_000
+ACCEPTED = {  # edit, what it changes in the loaded registry, and to what
+    "growing partitions": (lambda d: topic(d, "llm_usage").update(partitions=64),
+                           lambda r: r.topic("llm_usage").partitions, 64),
+    "a renamed topic and its readers": (
+        _rename_llm_usage,
+        lambda r: ([t.name for t in r.topics if t.name.startswith("llm_usage")],
+                   r.group("billing-agg").topics, r.group("llm-metrics").topics),
+        (["llm_usage_v2"], ("llm_usage_v2",), ("llm_usage_v2",))),
+    "a short retention": (lambda d: topic(d, "audit_log").update(retention="36h"),
+                          lambda r: r.topic("audit_log").managed_configs()["retention.ms"],
+                          str(36 * 3_600_000)),
+    "an allowed config": (lambda d: topic(d, "audit_log").update(config={"max.message.bytes": 2097152}),
+                          lambda r: r.topic("audit_log").managed_configs().get("max.message.bytes"),
+                          "2097152"),
+    "an extra grant": (lambda d: d.setdefault("acls", []).append(
         {"principal": "llm-metrics", "operations": ["DESCRIBE_CONFIGS"], "topic": "llm_usage"}),
-    lambda d: group(d, "billing-agg").update(lag={"warning": 5000, "critical": 50000}),
-    lambda d: topic(d, "agent_rpc_metering").update(partitions=4),  # 2 consumers -> max(4, 4)
-    lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 3, "critical": 3}),  # equal: pages
-    lambda d: group(d, "reporting").update(batch={"every": "23d"}),  # 28.75d < 30d retention
-    lambda d: group(d, "reporting").update(batch={"every": "1h"}),
-    lambda d: group(d, "reporting").pop("batch"),  # a continuous reader again
-])
-def test_policy_rule_accepts(tmp_path, edit):
-    """Accepted, and kept: the loaded registry carries the edit (a loader that dropped what it
-    did not understand would pass a bare "does not raise")."""
+        lambda r: [(g.principal, g.operations) for g in r.extra_grants],
+        [("llm-metrics", ("DESCRIBE_CONFIGS",))]),
+    "lag thresholds": (lambda d: group(d, "billing-agg").update(lag={"warning": 5000, "critical": 50000}),
+                       lambda r: r.group("billing-agg").lag, LagThresholds(5000, 50000)),
+    "4 partitions for 2 consumers, max(4, 4)": (
+        lambda d: topic(d, "agent_rpc_metering").update(partitions=4),
+        lambda r: r.topic("agent_rpc_metering").partitions, 4),
+    "equal dead-letter thresholds (pages at once)": (
+        lambda d: topic(d, "llm_usage").update(dead_letters={"warning": 3, "critical": 3}),
+        lambda r: r.topic("llm_usage").dead_letters, DeadLetterThresholds(3, 3)),
+    "a batch every 23d, 28.75d overdue < 30d retention": (
+        lambda d: group(d, "reporting").update(batch={"every": "23d"}),
+        lambda r: (r.group("reporting").batch_every_ms, r.group("reporting").batch_overdue_ms),
+        (23 * DAY, int(23 * DAY * 1.25))),
+    "an hourly batch": (lambda d: group(d, "reporting").update(batch={"every": "1h"}),
+                        lambda r: r.group("reporting").batch_every_ms, 3_600_000),
+    "a continuous reader again": (lambda d: group(d, "reporting").pop("batch"),
+                                  lambda r: r.group("reporting").batch_every_ms, None),
+}
+#: What each accepted edit adds to and removes from the ACLs the reconciler applies.
+ACL_DELTA = {
+    "a renamed topic and its readers": _moved_to_v2(),
+    "an extra grant": (_grants("llm-metrics", "llm_usage", "DESCRIBE_CONFIGS"), set()),
+}
+
+
+@pytest.mark.parametrize("name", list(ACCEPTED))
+def test_policy_rule_accepts(tmp_path, registry, name):
+    """Accepted, and kept as written: the loaded registry holds the edited value where the
+    shipped one did not, and its ACLs change by exactly the grants the edit implies."""
+    edit, observe, expected = ACCEPTED[name]
     data = hip()
     edit(data)
-    (tmp_path / "as-shipped").mkdir()
-    edited, shipped = load(tmp_path, data), load(tmp_path / "as-shipped", hip())
-    assert dataclasses.replace(edited, path="") != dataclasses.replace(shipped, path="")
+    edited = load(tmp_path, data)
+    assert observe(edited) == expected != observe(registry)
+    added, removed = ACL_DELTA.get(name, (set(), set()))
+    assert (edited.acls() - registry.acls(), registry.acls() - edited.acls()) == (added, removed)
 
 
 def test_bad_yaml_names_the_line(tmp_path):
@@ -186,13 +235,6 @@ def test_bad_yaml_names_the_line(tmp_path):
         load_registry(f)
     assert e.value.problems[0].line >= 2
     assert "YAML" in e.value.problems[0].message
-
-
-def test_extra_grants_are_added(tmp_path):
-    data = hip()
-    data["acls"] = [{"principal": "llm-metrics", "operations": ["DESCRIBE_CONFIGS"], "topic": "llm_usage"}]
-    reg = load(tmp_path, data)
-    assert any(a.principal == "User:llm-metrics" and a.operation == "DESCRIBE_CONFIGS" for a in reg.acls())
 
 
 def test_replication_profile_is_read_and_unknown_profiles_refused(tmp_path):

@@ -4,7 +4,6 @@ rule that keeps one team out of another's data refuses with the rule and the fix
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import resource
@@ -17,6 +16,7 @@ import yaml
 
 from hanzo_stream.registry import RegistryInvalid, load_registry
 from hanzo_stream.registry.loader import MAX_BYTES, MAX_DEPTH
+from hanzo_stream.registry.model import Acl
 
 ROOT = Path(__file__).resolve().parents[2]
 HIP = (ROOT / "topics.yaml").read_text()
@@ -215,33 +215,64 @@ def test_policy_refuses(tmp_path, name):
     assert all(p.fix for p in found)
 
 
-ACCEPTED = {
-    "prefix over the principal's own topics":
+def allowed(principal: str, op: str, kind: str, name: str, pattern: str = "LITERAL") -> set[Acl]:
+    return {Acl(f"User:{principal}", kind, name, pattern, op)}
+
+
+def extra_grants(r) -> list[tuple[str, tuple[str, ...], str, str, str]]:
+    return [(g.principal, g.operations, g.resource_type, g.resource_name, g.pattern_type)
+            for g in r.extra_grants]
+
+
+ALLOWED_CONFIGS = {"retention.bytes": -1, "segment.ms": 3_600_000, "compression.type": "zstd",
+                   "max.message.bytes": 1_048_576, "message.timestamp.type": "LogAppendTime"}
+ACCEPTED = {  # edit, what it changes in the loaded registry, and to what
+    "prefix over the principal's own topics": (
         lambda d: d.setdefault("acls", []).append(grant("llm-gateway", ["DESCRIBE"], topic_prefix="llm_u")),
-    "prefix over the principal's own group":
+        extra_grants, [("llm-gateway", ("DESCRIBE",), "TOPIC", "llm_u", "PREFIXED")]),
+    "prefix over the principal's own group": (
         acl("billing-aggregator", ["DESCRIBE"], group_prefix="billing"),
-    "a documented destructive grant":
+        extra_grants, [("billing-aggregator", ("DESCRIBE",), "GROUP", "billing", "PREFIXED")]),
+    "a documented destructive grant": (
         lambda d: d.setdefault("acls", []).append(grant("audit-archiver", ["DELETE"], topic="audit_log"))
         or topic(d, "audit_log").setdefault("exceptions", {}).update(
             destructive_acls="the archiver trims records it has archived (RISK-42)"),
-    "retention bounds": lambda d: topic(d, "llm_usage").update(retention="1h")
+        lambda r: (extra_grants(r), r.topic("audit_log").exceptions.get("destructive_acls")),
+        ([("audit-archiver", ("DELETE",), "TOPIC", "audit_log", "LITERAL")],
+         "the archiver trims records it has archived (RISK-42)")),
+    "retention bounds": (
+        lambda d: topic(d, "llm_usage").update(retention="1h")
         or topic(d, "audit_log").update(retention="3650d"),
-    "allowed configs": lambda d: topic(d, "llm_usage").update(config={
-        "retention.bytes": -1, "segment.ms": 3_600_000, "compression.type": "zstd",
-        "max.message.bytes": 1_048_576, "message.timestamp.type": "LogAppendTime"}),
-    "a multi-line description": lambda d: topic(d, "llm_usage").update(description="line one\n\tline two"),
+        lambda r: (r.topic("llm_usage").retention_ms, r.topic("audit_log").retention_ms),
+        (3_600_000, 3650 * 86_400_000)),
+    "allowed configs": (
+        lambda d: topic(d, "llm_usage").update(config=dict(ALLOWED_CONFIGS)),
+        lambda r: r.topic("llm_usage").config, {k: str(v) for k, v in ALLOWED_CONFIGS.items()}),
+    "a multi-line description": (
+        lambda d: topic(d, "llm_usage").update(description="line one\n\tline two"),
+        lambda r: r.topic("llm_usage").description, "line one\n\tline two"),
+}
+#: The ACLs each accepted edit adds to what the reconciler applies (none takes one away).
+GRANTED = {
+    "prefix over the principal's own topics":
+        allowed("llm-gateway", "DESCRIBE", "TOPIC", "llm_u", "PREFIXED"),
+    "prefix over the principal's own group":
+        allowed("billing-aggregator", "DESCRIBE", "GROUP", "billing", "PREFIXED"),
+    "a documented destructive grant": allowed("audit-archiver", "DELETE", "TOPIC", "audit_log"),
 }
 
 
 @pytest.mark.parametrize("name", list(ACCEPTED))
-def test_policy_accepts(tmp_path, name):
-    """Accepted, and kept: the loaded registry differs from the shipped one by the edit."""
+def test_policy_accepts(tmp_path, registry, name):
+    """Accepted, and kept as written: the loaded registry holds the edited value where the
+    shipped one did not, and its ACLs grow by exactly the grants the edit asks for."""
+    edit, observe, expected = ACCEPTED[name]
     data = hip()
-    ACCEPTED[name](data)
+    edit(data)
     edited = load_registry(write(tmp_path, yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False)))
-    (tmp_path / "as-shipped").mkdir()
-    shipped = load_registry(write(tmp_path / "as-shipped", yaml.safe_dump(hip(), sort_keys=False)))
-    assert dataclasses.replace(edited, path="") != dataclasses.replace(shipped, path="")
+    assert observe(edited) == expected != observe(registry)
+    added, removed = edited.acls() - registry.acls(), registry.acls() - edited.acls()
+    assert (added, removed) == (GRANTED.get(name, set()), set())
 
 
 def test_the_shipped_registry_passes(registry):

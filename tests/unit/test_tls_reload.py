@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import ssl
 import stat
 
 import pytest
@@ -23,25 +24,26 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _ca(cn: str = "CA"):
+def _ca(cn: str = "CA", at: dt.datetime = NOW):
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(NOW - dt.timedelta(days=1)).not_valid_after(NOW + dt.timedelta(days=90))
+            .not_valid_before(at - dt.timedelta(days=1)).not_valid_after(at + dt.timedelta(days=90))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .sign(key, hashes.SHA256()))
     return key, cert
 
 
-def _keystore(ca, cn="kafka", hosts=("localhost", "127.0.0.1"), days=(-1, 30), key=None) -> bytes:
+def _keystore(ca, cn="kafka", hosts=("localhost", "127.0.0.1"), days=(-1, 30), key=None,
+              at: dt.datetime = NOW) -> bytes:
     ca_key, ca_cert = ca
     key = key or ec.generate_private_key(ec.SECP256R1())
     sans = [x509.IPAddress(ipaddress.ip_address(h)) if h[0].isdigit() else x509.DNSName(h)
             for h in hosts]
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(NOW + dt.timedelta(days=days[0]))
-            .not_valid_after(NOW + dt.timedelta(days=days[1]))
+            .not_valid_before(at + dt.timedelta(days=days[0]))
+            .not_valid_after(at + dt.timedelta(days=days[1]))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .sign(ca_key, hashes.SHA256()))
     return (key.private_bytes(PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -82,15 +84,46 @@ def test_a_key_of_another_certificate_is_refused():
         tls_reload.check(CURRENT, wrong, TRUST, now=NOW)
 
 
-def test_a_new_ca_passes_once_the_bundle_holds_it():
-    """The same keystore is refused against TRUST alone (above) and taken with CA 2 in it."""
-    ca2 = _ca("CA 2")
-    bundle, new = TRUST + ca2[1].public_bytes(PEM), _keystore(ca2)
+def _verifies(keystore: bytes, trusted: bytes, tmp_path) -> bool:
+    """Whether a TLS client trusting `trusted` completes a handshake with a server presenting
+    `keystore` as localhost (in memory: Python's OpenSSL, as a Kafka client would judge it)."""
+    (tmp_path / "served.pem").write_bytes(keystore)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(tmp_path / "served.pem")
+    client_ctx = ssl.create_default_context(cadata=trusted.decode())
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(to_client, to_server, server_hostname="localhost")
+    server = server_ctx.wrap_bio(to_server, to_client, server_side=True)
+    done = {client: False, server: False}
+    for _ in range(10):
+        for end in done:
+            try:
+                end.do_handshake()
+                done[end] = True
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLCertVerificationError:
+                return False
+        if all(done.values()):
+            return True
+    raise AssertionError("the handshake never finished")
+
+
+def test_a_new_ca_passes_once_the_bundle_holds_it(tmp_path):
+    """A keystore from CA 2 is refused while the brokers trust CA alone and taken once the
+    bundle holds both, and the verdict is a TLS client's: one trusting that bundle verifies the
+    new certificate (and the old one), one trusting the old CA alone refuses it. On today's
+    clock, which OpenSSL reads."""
+    today = dt.datetime.now(dt.UTC)
+    ca1, ca2 = _ca("CA", at=today), _ca("CA 2", at=today)
+    trust, current, new = ca1[1].public_bytes(PEM), _keystore(ca1, at=today), _keystore(ca2, at=today)
+    bundle = trust + ca2[1].public_bytes(PEM)
     with pytest.raises(tls_reload.Refused, match="do not trust yet"):
-        tls_reload.check(CURRENT, new, TRUST, now=NOW)
-    taken = tls_reload.check(CURRENT, new, bundle, now=NOW)
-    assert taken.certificate.issuer == ca2[1].subject
-    assert tls_reload.fingerprint(new) != tls_reload.fingerprint(CURRENT)
+        tls_reload.check(current, new, trust)
+    assert _verifies(current, trust, tmp_path) and not _verifies(new, trust, tmp_path)
+    taken = tls_reload.check(current, new, bundle)
+    assert (taken.certificate.issuer, taken.sans) == (ca2[1].subject, ["127.0.0.1", "localhost"])
+    assert _verifies(new, bundle, tmp_path) and _verifies(current, bundle, tmp_path)
 
 
 def test_install_replaces_the_file_whole_and_private(tmp_path):
