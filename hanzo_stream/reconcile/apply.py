@@ -33,7 +33,7 @@ from confluent_kafka.admin import (
 
 from ..registry.model import Acl
 from . import replication
-from .admin import CountingAdmin
+from .admin_api import Admin, KafkaAdmin
 from .changes import (
     CHANGE_TYPES,
     AddPartitions,
@@ -142,7 +142,8 @@ def _message(e: Exception) -> str:
     return Denied(text) if isinstance(err, KafkaError) and err.code() in _DENIED else text
 
 
-def _alter_configs(admin: Any, per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
+def _alter_configs(admin: KafkaAdmin,
+                   per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
                    validate_only: bool = False) -> dict[tuple[ResourceType, str], str | None]:
     """One IncrementalAlterConfigs for all topics, one per broker (a broker's own configs can
     only be sent to it, and librdkafka takes one broker resource per call); per resource None
@@ -185,7 +186,7 @@ def _broker_rates(brokers: Iterable[int], rate: int | None) -> Configs:
 
 # ---------------------------------------------------------------- validate
 
-def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
+def validate(admin: Admin, plan: Plan) -> tuple[list[str], list[str]]:
     """Ask the brokers to validate creates, partition growth and config changes (no effect).
 
     Returns what they reject and what they would not judge: Kafka authorizes a validate_only
@@ -243,7 +244,7 @@ def _final_isr(changes: list[RaiseReplication], topic: str) -> int:
 
 # ---------------------------------------------------------------- handlers, one per change class
 
-Handler = Callable[[CountingAdmin, list[Any], Result, Env], None]
+Handler = Callable[[Admin, list[Any], Result, Env], None]
 
 
 def chunks(items: list[Any], records: Callable[[Any], int],
@@ -267,19 +268,19 @@ def _topic_records(c: CreateTopic) -> int:
     return 1 + c.partitions.after + len(c.configs)
 
 
-def _create_topics(admin: Any, changes: list[CreateTopic], result: Result, env: Env) -> None:
+def _create_topics(admin: Admin, changes: list[CreateTopic], result: Result, env: Env) -> None:
     for chunk in chunks(changes, _topic_records):
         futures = admin.create_topics([_new_topic(c) for c in chunk], request_timeout=TIMEOUT)
         _collect(result, chunk, futures, lambda c: c.topic)
 
 
-def _add_partitions(admin: Any, changes: list[AddPartitions], result: Result, env: Env) -> None:
+def _add_partitions(admin: Admin, changes: list[AddPartitions], result: Result, env: Env) -> None:
     futures = admin.create_partitions([_new_partitions(c) for c in changes],
                                       request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: c.topic)
 
 
-def _alter_topic_configs(admin: Any, changes: list[AlterTopicConfigs], result: Result, env: Env) -> None:
+def _alter_topic_configs(admin: Admin, changes: list[AlterTopicConfigs], result: Result, env: Env) -> None:
     answers = _alter_configs(admin, {(ResourceType.TOPIC, c.topic): {k: v.after for k, v in c.configs.items()}
                                      for c in changes})
     _record(result, changes, lambda c: answers[(ResourceType.TOPIC, c.topic)])
@@ -291,20 +292,20 @@ def _record(result: Result, changes: Iterable[Change], error: Callable[[Any], st
         (result.failed.append((c, msg)) if msg else result.applied.append(c))
 
 
-def _create_acls(admin: Any, changes: list[CreateAcl], result: Result, env: Env) -> None:
+def _create_acls(admin: Admin, changes: list[CreateAcl], result: Result, env: Env) -> None:
     for chunk in chunks(changes, lambda c: 1):
         bindings = {id(c): _acl_binding(c.acl) for c in chunk}
         futures = admin.create_acls(list(bindings.values()), request_timeout=TIMEOUT)
         _collect(result, chunk, futures, lambda c, b=bindings: b[id(c)])
 
 
-def _delete_acls(admin: Any, changes: list[DeleteAcl], result: Result, env: Env) -> None:
+def _delete_acls(admin: Admin, changes: list[DeleteAcl], result: Result, env: Env) -> None:
     filters = {id(c): _acl_binding(c.acl, AclBindingFilter) for c in changes}
     futures = admin.delete_acls(list(filters.values()), request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: filters[id(c)])
 
 
-def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPassword], result: Result,
+def _upsert_scram(admin: Admin, changes: list[CreateScramUser | RotateScramPassword], result: Result,
                   env: Env) -> None:
     ready = [c for c in changes if c.user in env.passwords]
     for c in changes:
@@ -319,7 +320,7 @@ def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPasswor
         _collect(result, chunk, futures, lambda c: c.user)
 
 
-def _alter_quotas(admin: CountingAdmin, changes: list[SetUserQuotas],
+def _alter_quotas(admin: Admin, changes: list[SetUserQuotas],
                   validate_only: bool = False) -> dict[str, str | None]:
     """user -> None or the error: a SetUserQuotas holds a dict, so it cannot be a key."""
     import kafka.errors
@@ -339,17 +340,17 @@ def _alter_quotas(admin: CountingAdmin, changes: list[SetUserQuotas],
     return {c.user: message(answers.get(c.user)) for c in changes}
 
 
-def _set_quotas(admin: Any, changes: list[SetUserQuotas], result: Result, env: Env) -> None:
+def _set_quotas(admin: Admin, changes: list[SetUserQuotas], result: Result, env: Env) -> None:
     answers = _alter_quotas(admin, changes)
     _record(result, changes, lambda c: answers[c.user])
 
 
-def _delete_topics(admin: Any, changes: list[DeleteTopic], result: Result, env: Env) -> None:
+def _delete_topics(admin: Admin, changes: list[DeleteTopic], result: Result, env: Env) -> None:
     futures = admin.delete_topics([c.topic for c in changes], request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: c.topic)
 
 
-def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], result: Result,
+def _raise_replication(admin: Admin, changes: list[RaiseReplication], result: Result,
                        env: Env) -> None:
     """Throttle, start (or resume), wait in sync, unthrottle, elect leaders, raise min ISR.
 
@@ -409,7 +410,8 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
             f"replicas in sync, but raising {MIN_ISR} failed: {answers[(ResourceType.TOPIC, c.topic)]}")
 
 
-def _await_rates(admin: Any, brokers: Iterable[int], rate: int, timeout: float = TIMEOUT) -> dict[str, str]:
+def _await_rates(admin: KafkaAdmin, brokers: Iterable[int], rate: int,
+                 timeout: float = TIMEOUT) -> dict[str, str]:
     """Each broker's own answer for its throttled rates, until all show `rate`; what is still
     missing at `timeout`, by broker."""
     missing: dict[str, str] = {}
@@ -431,7 +433,7 @@ def _await_rates(admin: Any, brokers: Iterable[int], rate: int, timeout: float =
     return missing
 
 
-def _wait(admin: CountingAdmin, changes: list[RaiseReplication], env: Env) -> bool:
+def _wait(admin: Admin, changes: list[RaiseReplication], env: Env) -> bool:
     """Poll until no partition of these topics is moving and every target replica is in sync.
     False when env.wait_s (or the default) runs out first."""
     targets = {(c.topic, m.partition): m.replicas.after for c in changes for m in c.moves}
@@ -467,7 +469,7 @@ def _in_sync(md: Any, topic: str, partition: int, want: tuple[int, ...] | None) 
     return bool(p) and set(p.replicas) == set(want or ()) and set(want or ()) <= set(p.isrs)
 
 
-def _clear_throttle(admin: Any, topics: Mapping[str, list[str]]) -> dict[str, str | None]:
+def _clear_throttle(admin: KafkaAdmin, topics: Mapping[str, list[str]]) -> dict[str, str | None]:
     """Brokers' throttled rates first, then the topics' throttled replicas: the topic configs
     are what the next plan sees, so an interruption in between still leaves a trace to clean."""
     brokers = sorted(admin.list_topics(timeout=TIMEOUT).brokers)
@@ -479,7 +481,7 @@ def _clear_throttle(admin: Any, topics: Mapping[str, list[str]]) -> dict[str, st
     return {n: m for (_, n), m in answers.items()}
 
 
-def _clear_throttles(admin: Any, changes: list[ClearThrottle], result: Result, env: Env) -> None:
+def _clear_throttles(admin: Admin, changes: list[ClearThrottle], result: Result, env: Env) -> None:
     answers = _clear_throttle(admin, {c.topic: list(c.configs) for c in changes})
     _record(result, changes, lambda c: answers.get(c.topic))
 
@@ -493,7 +495,7 @@ HANDLERS: dict[type[Change], Handler] = {
 }
 
 
-def execute(admin: CountingAdmin | Any, plan: Plan, passwords: Mapping[str, str],
+def execute(admin: Admin, plan: Plan, passwords: Mapping[str, str],
             progress: Callable[[Progress], None] | None = None, wait_s: float | None = None) -> Result:
     """Run every batch in ORDER; SCRAM creates and rotations share one request."""
     result = Result()
