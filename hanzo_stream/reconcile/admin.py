@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..connection import Connection
+from .admin_api import KafkaAdmin, KafkaPythonAdmin
 
 TP = tuple[str, int]
 MUTATING = {"create_topics", "create_partitions", "incremental_alter_configs", "create_acls",
@@ -30,10 +31,10 @@ class CountingAdmin:
     """confluent-kafka's AdminClient (every method passes through, counted), plus the three
     reassignment-era calls it lacks. Tests and benchmarks read `calls` to prove idempotence."""
 
-    def __init__(self, admin: Any, conn: Connection | None = None):
+    def __init__(self, admin: KafkaAdmin, conn: Connection | None = None):
         self._admin = admin
         self._conn = conn
-        self._kp: Any = None
+        self._kp: KafkaPythonAdmin | None = None
         self.calls: Counter[str] = Counter()
 
     @classmethod
@@ -60,7 +61,7 @@ class CountingAdmin:
 
     # ------------------------------------------------------------ kafka-python bridge
 
-    def _reassigner(self) -> Any:
+    def _reassigner(self) -> KafkaPythonAdmin:
         if self._kp is None:
             if self._conn is None:
                 raise RuntimeError("partition reassignments need the admin made by "

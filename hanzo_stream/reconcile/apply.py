@@ -1,8 +1,9 @@
 """Carry out a plan: one handler per change class, each one batched admin call (or a few).
 
 A failed item never stops the others: every result is collected, the caller exits 1 if
-any failed, and the next run plans exactly what is still missing. `validate` sends the same
-requests with validate_only, so the brokers judge a plan before anything changes.
+any failed, and the next run plans exactly what is still missing. `validate` runs the same
+handlers in their validate-only mode (Env.validate_only): each sends its own requests with
+validate_only, so the brokers judge a plan before anything changes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from confluent_kafka.admin import (
 
 from ..registry.model import Acl
 from . import replication
-from .admin import CountingAdmin
+from .admin_api import Admin, KafkaAdmin
 from .changes import (
     CHANGE_TYPES,
     AddPartitions,
@@ -67,8 +68,11 @@ SCRAM_PER_REQUEST = 250
 
 @dataclass
 class Result:
+    """What the handlers did; validate-only, `applied` holds what the brokers accepted."""
+
     applied: list[Change] = field(default_factory=list)
     failed: list[tuple[Change, str]] = field(default_factory=list)
+    unowned: list[tuple[str, str]] = field(default_factory=list)  # (what, error) of no one change
 
     @property
     def ok(self) -> bool:
@@ -91,6 +95,7 @@ class Env:
     passwords: Mapping[str, str] = field(default_factory=dict)
     progress: Callable[[Progress], None] | None = None
     wait_s: float | None = None  # None: three times the estimate at the throttle, 5 min at least
+    validate_only: bool = False  # the brokers judge each request; nothing changes
 
 
 # ---------------------------------------------------------------- request builders
@@ -142,7 +147,8 @@ def _message(e: Exception) -> str:
     return Denied(text) if isinstance(err, KafkaError) and err.code() in _DENIED else text
 
 
-def _alter_configs(admin: Any, per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
+def _alter_configs(admin: KafkaAdmin,
+                   per_resource: Mapping[tuple[ResourceType, str], Mapping[str, str | None]],
                    validate_only: bool = False) -> dict[tuple[ResourceType, str], str | None]:
     """One IncrementalAlterConfigs for all topics, one per broker (a broker's own configs can
     only be sent to it, and librdkafka takes one broker resource per call); per resource None
@@ -183,67 +189,9 @@ def _broker_rates(brokers: Iterable[int], rate: int | None) -> Configs:
             for b in sorted(set(brokers))}
 
 
-# ---------------------------------------------------------------- validate
-
-def validate(admin: Any, plan: Plan) -> tuple[list[str], list[str]]:
-    """Ask the brokers to validate creates, partition growth and config changes (no effect).
-
-    Returns what they reject and what they would not judge: Kafka authorizes a validate_only
-    request like the real one, so a read-only principal (the pull-request planner) gets
-    "denied", which says nothing about the change. Apply, as a principal that may, asks again."""
-    problems: list[str] = []
-    unjudged: list[str] = []
-
-    def note(what: str, msg: str | None) -> None:
-        if isinstance(msg, Denied):
-            unjudged.append(what)
-        elif msg:
-            problems.append(f"broker rejects {what}: {msg}")
-
-    def judge(changes: list[Any], futures: Mapping[Any, Any], key: Callable[[Any], Any]) -> None:
-        result = Result()
-        _collect(result, changes, futures, key)
-        for c, msg in result.failed:
-            note(f"{c.KIND} {c.describe()}", msg)
-
-    for creates in chunks(plan.of(CreateTopic), _topic_records):
-        judge(creates, admin.create_topics([_new_topic(c) for c in creates], validate_only=True,
-                                           request_timeout=TIMEOUT), lambda c: c.topic)
-    if grows := plan.of(AddPartitions):
-        judge(grows, admin.create_partitions([_new_partitions(c) for c in grows],
-                                             validate_only=True, request_timeout=TIMEOUT),
-              lambda c: c.topic)
-    per_topic: Configs = {}
-    owner: dict[str, Change] = {}
-    for c in plan.of(AlterTopicConfigs):
-        per_topic.setdefault((ResourceType.TOPIC, c.topic), {}).update(
-            {k: v.after for k, v in c.configs.items()})
-        owner[c.topic] = c
-    moves = plan.of(RaiseReplication)
-    for (rt, name), cfg in _topic_configs(moves).items():
-        per_topic.setdefault((rt, name), {}).update(cfg | {MIN_ISR: str(_final_isr(moves, name))})
-        owner[name] = next(c for c in moves if c.topic == name)
-    for (_, name), msg in _alter_configs(admin, per_topic, validate_only=True).items():
-        note(f"{owner[name].KIND} {owner[name].describe()}", msg)
-    if quotas := plan.of(SetUserQuotas):
-        answers = _alter_quotas(admin, quotas, validate_only=True)
-        for c in quotas:
-            note(f"{c.KIND} {c.describe()}", answers[c.user])
-    if moves:
-        brokers = {b for c in moves for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
-        for (_, b), msg in _alter_configs(admin, _broker_rates(brokers, moves[0].throttle),
-                                          validate_only=True).items():
-            note(f"the replication throttle on broker {b}", msg)
-    return problems, unjudged
-
-
-def _final_isr(changes: list[RaiseReplication], topic: str) -> int:
-    return next(c.min_insync_replicas.after for c in changes if c.topic == topic)
-
-
 # ---------------------------------------------------------------- handlers, one per change class
 
-Handler = Callable[[CountingAdmin, list[Any], Result, Env], None]
+Handler = Callable[[Admin, list[Any], Result, Env], None]
 
 
 def chunks(items: list[Any], records: Callable[[Any], int],
@@ -267,21 +215,22 @@ def _topic_records(c: CreateTopic) -> int:
     return 1 + c.partitions.after + len(c.configs)
 
 
-def _create_topics(admin: Any, changes: list[CreateTopic], result: Result, env: Env) -> None:
+def _create_topics(admin: Admin, changes: list[CreateTopic], result: Result, env: Env) -> None:
     for chunk in chunks(changes, _topic_records):
-        futures = admin.create_topics([_new_topic(c) for c in chunk], request_timeout=TIMEOUT)
+        futures = admin.create_topics([_new_topic(c) for c in chunk], validate_only=env.validate_only,
+                                      request_timeout=TIMEOUT)
         _collect(result, chunk, futures, lambda c: c.topic)
 
 
-def _add_partitions(admin: Any, changes: list[AddPartitions], result: Result, env: Env) -> None:
+def _add_partitions(admin: Admin, changes: list[AddPartitions], result: Result, env: Env) -> None:
     futures = admin.create_partitions([_new_partitions(c) for c in changes],
-                                      request_timeout=TIMEOUT)
+                                      validate_only=env.validate_only, request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: c.topic)
 
 
-def _alter_topic_configs(admin: Any, changes: list[AlterTopicConfigs], result: Result, env: Env) -> None:
+def _alter_topic_configs(admin: Admin, changes: list[AlterTopicConfigs], result: Result, env: Env) -> None:
     answers = _alter_configs(admin, {(ResourceType.TOPIC, c.topic): {k: v.after for k, v in c.configs.items()}
-                                     for c in changes})
+                                     for c in changes}, env.validate_only)
     _record(result, changes, lambda c: answers[(ResourceType.TOPIC, c.topic)])
 
 
@@ -291,21 +240,27 @@ def _record(result: Result, changes: Iterable[Change], error: Callable[[Any], st
         (result.failed.append((c, msg)) if msg else result.applied.append(c))
 
 
-def _create_acls(admin: Any, changes: list[CreateAcl], result: Result, env: Env) -> None:
+def _create_acls(admin: Admin, changes: list[CreateAcl], result: Result, env: Env) -> None:
+    if env.validate_only:  # CreateAcls has no validate_only
+        return
     for chunk in chunks(changes, lambda c: 1):
         bindings = {id(c): _acl_binding(c.acl) for c in chunk}
         futures = admin.create_acls(list(bindings.values()), request_timeout=TIMEOUT)
         _collect(result, chunk, futures, lambda c, b=bindings: b[id(c)])
 
 
-def _delete_acls(admin: Any, changes: list[DeleteAcl], result: Result, env: Env) -> None:
+def _delete_acls(admin: Admin, changes: list[DeleteAcl], result: Result, env: Env) -> None:
+    if env.validate_only:  # nor has DeleteAcls
+        return
     filters = {id(c): _acl_binding(c.acl, AclBindingFilter) for c in changes}
     futures = admin.delete_acls(list(filters.values()), request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: filters[id(c)])
 
 
-def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPassword], result: Result,
+def _upsert_scram(admin: Admin, changes: list[CreateScramUser | RotateScramPassword], result: Result,
                   env: Env) -> None:
+    if env.validate_only:  # nor has AlterUserScramCredentials
+        return
     ready = [c for c in changes if c.user in env.passwords]
     for c in changes:
         if c.user not in env.passwords:
@@ -319,7 +274,7 @@ def _upsert_scram(admin: Any, changes: list[CreateScramUser | RotateScramPasswor
         _collect(result, chunk, futures, lambda c: c.user)
 
 
-def _alter_quotas(admin: CountingAdmin, changes: list[SetUserQuotas],
+def _alter_quotas(admin: Admin, changes: list[SetUserQuotas],
                   validate_only: bool = False) -> dict[str, str | None]:
     """user -> None or the error: a SetUserQuotas holds a dict, so it cannot be a key."""
     import kafka.errors
@@ -339,17 +294,19 @@ def _alter_quotas(admin: CountingAdmin, changes: list[SetUserQuotas],
     return {c.user: message(answers.get(c.user)) for c in changes}
 
 
-def _set_quotas(admin: Any, changes: list[SetUserQuotas], result: Result, env: Env) -> None:
-    answers = _alter_quotas(admin, changes)
+def _set_quotas(admin: Admin, changes: list[SetUserQuotas], result: Result, env: Env) -> None:
+    answers = _alter_quotas(admin, changes, env.validate_only)
     _record(result, changes, lambda c: answers[c.user])
 
 
-def _delete_topics(admin: Any, changes: list[DeleteTopic], result: Result, env: Env) -> None:
+def _delete_topics(admin: Admin, changes: list[DeleteTopic], result: Result, env: Env) -> None:
+    if env.validate_only:  # nor has DeleteTopics
+        return
     futures = admin.delete_topics([c.topic for c in changes], request_timeout=TIMEOUT)
     _collect(result, changes, futures, lambda c: c.topic)
 
 
-def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], result: Result,
+def _raise_replication(admin: Admin, changes: list[RaiseReplication], result: Result,
                        env: Env) -> None:
     """Throttle, start (or resume), wait in sync, unthrottle, elect leaders, raise min ISR.
 
@@ -357,6 +314,9 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
     the next apply lists the running reassignments and follows them instead of starting new
     ones. The throttle goes only once every new replica is in sync.
     """
+    if env.validate_only:
+        _judge_raise(admin, changes, result)
+        return
     live = list(changes)
 
     def drop(failed: Mapping[str, str | None], what: str) -> None:
@@ -369,7 +329,7 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
     # and no byte is copied unthrottled (a small move would otherwise finish in that gap).
     answers = _alter_configs(admin, _topic_configs(live))
     drop({n: m for (_, n), m in answers.items()}, "setting the throttle")
-    brokers = {b for c in live for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
+    brokers = _move_brokers(live)
     rates = _alter_configs(admin, _broker_rates(brokers, live[0].throttle))
     if not (bad := {b: m for (_, b), m in rates.items() if m}):
         bad = _await_rates(admin, brokers, live[0].throttle)
@@ -409,7 +369,27 @@ def _raise_replication(admin: CountingAdmin, changes: list[RaiseReplication], re
             f"replicas in sync, but raising {MIN_ISR} failed: {answers[(ResourceType.TOPIC, c.topic)]}")
 
 
-def _await_rates(admin: Any, brokers: Iterable[int], rate: int, timeout: float = TIMEOUT) -> dict[str, str]:
+def _judge_raise(admin: Admin, changes: list[RaiseReplication], result: Result) -> None:
+    """Validate-only: the configs a move sets on its topics, with min ISR at its final value
+    (what the topic ends with), then the brokers' throttled rates."""
+    configs = _topic_configs(changes)
+    for c in changes:
+        configs[(ResourceType.TOPIC, c.topic)] |= {MIN_ISR: str(c.min_insync_replicas.after)}
+    answers = _alter_configs(admin, configs, validate_only=True)
+    _record(result, changes, lambda c: answers[(ResourceType.TOPIC, c.topic)])
+    rates = _alter_configs(admin, _broker_rates(_move_brokers(changes), changes[0].throttle),
+                           validate_only=True)
+    result.unowned += [(f"the replication throttle on broker {b}", msg)
+                       for (_, b), msg in rates.items() if msg]
+
+
+def _move_brokers(changes: Iterable[RaiseReplication]) -> set[int]:
+    """Every broker a move copies from or to: each gets the throttled rates."""
+    return {b for c in changes for m in c.moves for b in (*(m.replicas.before or ()), *m.new_replicas)}
+
+
+def _await_rates(admin: KafkaAdmin, brokers: Iterable[int], rate: int,
+                 timeout: float = TIMEOUT) -> dict[str, str]:
     """Each broker's own answer for its throttled rates, until all show `rate`; what is still
     missing at `timeout`, by broker."""
     missing: dict[str, str] = {}
@@ -431,7 +411,7 @@ def _await_rates(admin: Any, brokers: Iterable[int], rate: int, timeout: float =
     return missing
 
 
-def _wait(admin: CountingAdmin, changes: list[RaiseReplication], env: Env) -> bool:
+def _wait(admin: Admin, changes: list[RaiseReplication], env: Env) -> bool:
     """Poll until no partition of these topics is moving and every target replica is in sync.
     False when env.wait_s (or the default) runs out first."""
     targets = {(c.topic, m.partition): m.replicas.after for c in changes for m in c.moves}
@@ -467,7 +447,7 @@ def _in_sync(md: Any, topic: str, partition: int, want: tuple[int, ...] | None) 
     return bool(p) and set(p.replicas) == set(want or ()) and set(want or ()) <= set(p.isrs)
 
 
-def _clear_throttle(admin: Any, topics: Mapping[str, list[str]]) -> dict[str, str | None]:
+def _clear_throttle(admin: KafkaAdmin, topics: Mapping[str, list[str]]) -> dict[str, str | None]:
     """Brokers' throttled rates first, then the topics' throttled replicas: the topic configs
     are what the next plan sees, so an interruption in between still leaves a trace to clean."""
     brokers = sorted(admin.list_topics(timeout=TIMEOUT).brokers)
@@ -479,7 +459,9 @@ def _clear_throttle(admin: Any, topics: Mapping[str, list[str]]) -> dict[str, st
     return {n: m for (_, n), m in answers.items()}
 
 
-def _clear_throttles(admin: Any, changes: list[ClearThrottle], result: Result, env: Env) -> None:
+def _clear_throttles(admin: Admin, changes: list[ClearThrottle], result: Result, env: Env) -> None:
+    if env.validate_only:  # it only removes what an earlier apply set
+        return
     answers = _clear_throttle(admin, {c.topic: list(c.configs) for c in changes})
     _record(result, changes, lambda c: answers.get(c.topic))
 
@@ -493,15 +475,36 @@ HANDLERS: dict[type[Change], Handler] = {
 }
 
 
-def execute(admin: CountingAdmin | Any, plan: Plan, passwords: Mapping[str, str],
+def execute(admin: Admin, plan: Plan, passwords: Mapping[str, str],
             progress: Callable[[Progress], None] | None = None, wait_s: float | None = None) -> Result:
-    """Run every batch in ORDER; SCRAM creates and rotations share one request."""
+    """Run every batch in ORDER."""
+    return _run(admin, plan, Env(passwords, progress, wait_s))
+
+
+def validate(admin: Admin, plan: Plan) -> tuple[list[str], list[str]]:
+    """The handlers in validate-only mode: creates, partition growth, config, quota and
+    throttle changes are judged by the brokers (no effect; the other APIs cannot validate).
+
+    Returns what they reject and what they would not judge: Kafka authorizes a validate_only
+    request like the real one, so a read-only principal (the pull-request planner) gets
+    "denied", which says nothing about the change. Apply, as a principal that may, asks again."""
+    result = _run(admin, plan, Env(validate_only=True))
+    problems: list[str] = []
+    unjudged: list[str] = []
+    for what, msg in [(f"{c.KIND} {c.describe()}", m) for c, m in result.failed] + result.unowned:
+        if isinstance(msg, Denied):
+            unjudged.append(what)
+        elif msg:
+            problems.append(f"broker rejects {what}: {msg}")
+    return problems, unjudged
+
+
+def _run(admin: Admin, plan: Plan, env: Env) -> Result:
+    """Every batch in ORDER; SCRAM creates and rotations share one request."""
     result = Result()
-    env = Env(passwords, progress, wait_s)
     scram = plan.of(CreateScramUser) + plan.of(RotateScramPassword)
     for cls in CHANGE_TYPES:
         batch = scram if cls is CreateScramUser else [] if cls is RotateScramPassword else plan.of(cls)
         if batch:
             HANDLERS[cls](admin, batch, result, env)
     return result
-

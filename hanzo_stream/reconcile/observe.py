@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 
 from ..registry.model import Acl
 from .admin import CountingAdmin
+from .admin_api import Admin, KafkaAdmin
 from .replication import TOPIC_THROTTLES
 
 TIMEOUT = 30.0
@@ -130,7 +131,7 @@ def kafka_resource_type(t: Any) -> str:
     return "CLUSTER" if t == ResourceType.BROKER else _enum(t)
 
 
-def observe(admin: CountingAdmin | Any, config_keys: Collection[str] | None = None) -> ClusterState:
+def observe(admin: KafkaAdmin, config_keys: Collection[str] | None = None) -> ClusterState:
     """The cluster as a plan reads it; config_keys: only these topic configs (a plan's
     watched_configs), every key when None."""
     md = admin.list_topics(timeout=TIMEOUT)
@@ -166,7 +167,7 @@ def observe(admin: CountingAdmin | Any, config_keys: Collection[str] | None = No
     return ClusterState(topics, acls, users, tuple(sorted(md.brokers)), _quotas(admin), racks)
 
 
-def _topic_configs(admin: Any, names: list[str], keys: Collection[str] | None
+def _topic_configs(admin: KafkaAdmin, names: list[str], keys: Collection[str] | None
                    ) -> dict[str, tuple[dict[str, str], frozenset[str]]]:
     """topic -> (effective values, keys set on the topic itself). Named keys go through the
     kafka-python bridge, which can ask for them alone (at 10,000 topics 1 s instead of 6)."""
@@ -185,7 +186,7 @@ def _topic_configs(admin: Any, names: list[str], keys: Collection[str] | None
     return out
 
 
-def _quotas(admin: Any) -> dict[str, dict[str, float]] | None:
+def _quotas(admin: KafkaAdmin) -> dict[str, dict[str, float]] | None:
     import kafka.errors
 
     counting = _counting(admin)
@@ -197,7 +198,7 @@ def _quotas(admin: Any) -> dict[str, dict[str, float]] | None:
         return None
 
 
-def _counting(admin: Any) -> CountingAdmin:
+def _counting(admin: KafkaAdmin) -> CountingAdmin:
     return admin if isinstance(admin, CountingAdmin) else CountingAdmin(admin)
 
 
@@ -220,7 +221,7 @@ def with_moves(topics: dict[str, TopicState],
     return {n: _settle(t) if n in moved else t for n, t in out.items()}
 
 
-def observe_moves(admin: CountingAdmin, state: ClusterState, topics: set[str]) -> ClusterState:
+def observe_moves(admin: Admin, state: ClusterState, topics: set[str]) -> ClusterState:
     """What a plan that moves `topics` needs beyond observe(): their partition sizes (largest
     replica, bytes) and, straight from the controller, the reassignments already running."""
     out = with_moves(state.topics, admin.list_reassignments())

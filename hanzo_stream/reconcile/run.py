@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from ..registry.model import Registry
+from .admin_api import Admin
 from .apply import Progress, Result, execute, validate
 from .changes import Change, RotateScramPassword
 from .observe import observe, observe_moves
 from .plan import Options, Plan, make_plan, topics_to_grow, watched_configs
 
 
-def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
+def plan(admin: Admin, registry: Registry, opts: Options = Options()) -> Plan:
     """Read the cluster, diff it against the registry, and let the brokers validate the result.
 
     For topics whose replication factor grows, the running reassignments are asked of the
@@ -39,7 +39,7 @@ def plan(admin: Any, registry: Registry, opts: Options = Options()) -> Plan:
     return p
 
 
-def reconcile(admin: Any, registry: Registry, passwords: Mapping[str, str],
+def reconcile(admin: Admin, registry: Registry, passwords: Mapping[str, str],
               opts: Options | None = None, progress: Callable[[Progress], None] | None = None,
               wait_s: float | None = None, reviewed: Plan | str | None = None,
               where: str = "the saved plan") -> tuple[Plan, Result]:
@@ -85,7 +85,7 @@ def check_reviewed(reviewed: Plan, fresh: Plan, where: str = "the saved plan") -
                         "applied. Run plan again and review it.")
 
 
-def apply(admin: Any, registry: Registry, p: Plan, passwords: Mapping[str, str], opts: Options,
+def apply(admin: Admin, registry: Registry, p: Plan, passwords: Mapping[str, str], opts: Options,
           progress: Callable[[Progress], None] | None = None,
           wait_s: float | None = None, reviewed: Plan | str | None = None,
           where: str = "the saved plan") -> Result:
@@ -99,7 +99,7 @@ def apply(admin: Any, registry: Registry, p: Plan, passwords: Mapping[str, str],
     return result
 
 
-def await_visible(admin: Any, registry: Registry, applied: Sequence[Change], opts: Options,
+def await_visible(admin: Admin, registry: Registry, applied: Sequence[Change], opts: Options,
                   timeout: float = 15.0) -> bool:
     """Wait until a fresh read no longer plans what was just applied.
 
