@@ -329,6 +329,8 @@ def _raise_replication(admin: Admin, changes: list[RaiseReplication], result: Re
     # and no byte is copied unthrottled (a small move would otherwise finish in that gap).
     answers = _alter_configs(admin, _topic_configs(live))
     drop({n: m for (_, n), m in answers.items()}, "setting the throttle")
+    if not live:  # every topic's throttle refused: each is reported failed, nothing moves
+        return
     brokers = _move_brokers(live)
     rates = _alter_configs(admin, _broker_rates(brokers, live[0].throttle))
     if not (bad := {b: m for (_, b), m in rates.items() if m}):

@@ -16,6 +16,8 @@ from hanzo_stream.reconcile.changes import (
     CreateTopic,
     DeleteTopic,
     Diff,
+    Move,
+    RaiseReplication,
     SetUserQuotas,
 )
 from hanzo_stream.registry.model import Acl
@@ -85,3 +87,14 @@ def test_rejections_are_problems_and_denials_are_not_judged():
     problems, unjudged = validate(Broker(), PLAN)
     assert problems == ["broker rejects topic.create topic bad: 1 partitions, RF default, : bad value"]
     assert unjudged == ["topic.create topic secret: 1 partitions, RF default, "]
+
+
+def test_a_raise_whose_every_throttle_is_refused_fails_each_topic_and_moves_nothing():
+    """The throttle goes first; refused for every topic, the apply reports each one failed
+    (it used to crash on the empty list) and sends no broker rate and no reassignment."""
+    raise_bad = RaiseReplication("bad", Diff(1, 3), Diff(1, 2),
+                                 (Move(0, Diff((1,), (1, 2, 3)), 1024),), throttle=10_000_000)
+    broker = Broker()
+    result = execute(broker, Plan([raise_bad], [], [], ""), {})
+    assert [(c.topic, why.split(":")[0]) for c, why in result.failed] == [("bad", "setting the throttle")]
+    assert broker.requests == [("incremental_alter_configs", False)]
