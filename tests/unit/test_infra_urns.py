@@ -61,6 +61,17 @@ def test_every_resource_keeps_the_urn_of_the_flat_program(variant):
     assert not lost, f"resources of the flat program the new one no longer answers to: {lost}"
 
 
+def test_a_moved_resource_is_aliased_to_the_stack_root():
+    """The alias is what keeps state: without it the URN would be a new one."""
+    out = render("dev")
+    moved = [r for r in out["resources"] if "$" in r["urn"].split("::")[2]]
+    assert moved, "nothing under a component"
+    for r in moved:
+        root = "::".join([*r["urn"].split("::")[:2], r["urn"].split("::")[2].split("$")[-1],
+                          r["urn"].split("::")[3]])
+        assert root in r["aliases"], r["urn"]
+
+
 def main() -> None:
     """Rewrite the fixtures from the program as it is now."""
     for variant, (stack, sets, secrets) in VARIANTS.items():
