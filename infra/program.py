@@ -1,7 +1,10 @@
 """The Pulumi program: read the stack's settings and the registry, render, check, register.
 
-Everything is rendered to manifests first; the policy checks run on them before any
-resource is registered, so a stack that breaks the standard fails at `pulumi preview`.
+Everything is rendered to manifests first (`render`); the policy checks run on them before
+any Kubernetes object is registered, so a stack that breaks the standard fails at `pulumi
+preview`. Only the generated secrets the manifests embed (passwords, CA, certificate, the
+founders' record) are registered before, at the stack's root. Then the components of
+infra/components.py register the manifests.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
@@ -34,6 +38,17 @@ from . import (
     spark,
     storage,
     tls,
+)
+from .components import (
+    ClusterManifests,
+    Gate,
+    KafkaCluster,
+    Monitoring,
+    MonitoringManifests,
+    NetworkPolicies,
+    Reconciler,
+    SchemaRegistry,
+    SparkJobs,
 )
 from .settings import PROJECT, StackSettings, from_pulumi
 from .topology import Topology
@@ -104,10 +119,41 @@ def api_server_egress() -> pulumi.Output:
         lambda v: network.api_server_rule(v[0] or [], v[1] or []))
 
 
-def main(root: Path = ROOT,
-         target: Callable[[], preflight.ClusterFacts | None] = preflight.read_cluster) -> None:
-    """`target`: what the target cluster has (infra/preflight.py); tests give their own."""
-    s = from_pulumi()
+@dataclass
+class Stack:
+    """What `render` makes: each component's manifests, and the outputs to export."""
+
+    top: Topology
+    cluster: ClusterManifests
+    reconciler: list[dict]
+    schema_registry: list[dict]
+    monitoring: MonitoringManifests
+    spark_rbac: list[dict]
+    spark_apps: list[dict]
+    policies: list[dict]
+    exports: dict[str, object] = field(default_factory=dict)
+
+    def checked(self) -> list[dict]:
+        """What the policy sees (as before the components: not the Secrets, operators'
+        objects, dashboards, storage patches or the quorum's record)."""
+        c = self.cluster
+        return [c.statefulset, *c.objects, *self.reconciler, *self.schema_registry,
+                *self.monitoring.services, *self.policies, *self.spark_apps,
+                *self.monitoring.consumers, *([c.roll_job, *c.roller] if c.roll_job else [])]
+
+
+def guards(s: StackSettings, top: Topology) -> Gate:
+    """A storageSize the volumes cannot take, fewer brokers than the quorum has voters, or a CA
+    rollover step skipped stops the update before any Kubernetes object or certificate
+    changes: every one of them waits for the guards (infra/storage.py, quorum.py, tls.py)."""
+    last = storage.last_deployment()
+    return Gate(pulumi.Output.all(storage.guard(s, top, last), quorum.guard(s, last),
+                                  tls.guard(s, last)))
+
+
+def render(s: StackSettings, root: Path, gate: Gate) -> Stack:
+    """Every manifest of the stack, from the settings and the registry; registers nothing but
+    the generated secrets they embed."""
     registry_file = root / "topics.yaml"
     registry = load_registry(registry_file)
     top = Topology.of(s)
@@ -115,28 +161,18 @@ def main(root: Path = ROOT,
     if top.legacy_port and registry.legacy is None:
         raise policy.PolicyViolation([policy.legacy_window_missing(registry_file)])
 
-    def render(founders: int | None = None) -> broker.Rendered:
+    def render_brokers(founders: int | None = None) -> broker.Rendered:
         return broker.render(top, s.brokerConfigOverrides, founders=founders,
                              switch=s.takeoverSwitch, legacy_port=top.legacy_port,
                              rack_label=s.rackLabel)
 
-    rendered = render()
+    rendered = render_brokers()
     files = monitoring.discover(root)
     jobs = spark.discover(root, registry) if s.spark else []
     consumer_jobs = monitoring.consumer_jobs(root, registry)
 
-    # A storageSize the volumes cannot take, fewer brokers than the quorum has voters, or a CA
-    # rollover step skipped stops the update before any Kubernetes object or certificate
-    # changes: every one of them waits for the guards (infra/storage.py, quorum.py, tls.py).
-    last = storage.last_deployment()
-    gate = pulumi.Output.all(storage.guard(s, top, last), quorum.guard(s, last),
-                             tls.guard(s, last))
-
-    def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(depends_on=gate.apply(lambda _: list(deps)))
-
     creds = credentials.generate(registry)
-    certs = tls.build(s, top, after())
+    certs = tls.build(s, top, gate.after())
     # What the brokers read at start and cannot reload. Principals are not among them: SCRAM
     # users live in the metadata log (the reconciler sets them), so a new one restarts nothing.
     # A renewed certificate is reloaded by each pod's tls-reload sidecar; only new names
@@ -152,7 +188,7 @@ def main(root: Path = ROOT,
                                    _secret_setting("clickhousePassword"), s.s3Endpoint,
                                    _secret_setting("postgresDsn"))]
     founders = founding_controllers(s)
-    script = founders.apply(lambda n: broker.entrypoint(flavor, top, render(n)))
+    script = founders.apply(lambda n: broker.entrypoint(flavor, top, render_brokers(n)))
     sts = cluster.statefulset(s, top, flavor, rendered, files.jmx, annotations, script=script)
     kafka = [cluster.priority_class(top), cluster.service_account(top), *cluster.services(top),
              cluster.pdb(top),
@@ -162,10 +198,8 @@ def main(root: Path = ROOT,
     # A 3+ broker StatefulSet is OnDelete: the roller restarts its brokers (infra/roller.py).
     roll_job = roller.job(s, top, roller.template_digest(sts["spec"]["template"]))
     roller_objects = [*roller.rbac(top), roller.restart_cronjob(s, top)] if cluster.gated(top) else []
-    extras = []
-    if s.schemaRegistry:
-        extras += schema_registry.manifests(s, top)
-    extras += monitoring.exporter(s, top)
+    registry_service = schema_registry.manifests(s, top) if s.schemaRegistry else []
+    extras = monitoring.exporter(s, top)
     consumers = [monitoring.consumer_deployment(s, top, j) for j in consumer_jobs]
     if s.deadLetterMonitor:
         extras += monitoring.dead_letter_monitor(s, top, registry, apply_job[0]["metadata"]["name"])
@@ -197,11 +231,64 @@ def main(root: Path = ROOT,
         [*monitoring.monitoring_policy_targets(s, consumer_jobs),
          *([spark.metrics_policy_target()] if jobs else [])], broker_https=bool(s.jmxAgentUrl),
         kube_api=api_server_egress() if cluster.gated(top) else None)
+    tls.restart_on_new_trust([*registry_service, *extras, *spark_apps, *consumers],
+                             certs.ca_cert_pem)
 
-    tls.restart_on_new_trust([*extras, *spark_apps, *consumers], certs.ca_cert_pem)
-    everything = [sts, *kafka, *apply_job, *extras, *policies, *spark_apps, *consumers,
-                  *([roll_job, *roller_objects] if cluster.gated(top) else [])]
-    plain = [policy.plainify(m) for m in everything]
+    gated = cluster.gated(top)
+    kafka_cluster = ClusterManifests(
+        secrets, kafka, sts, storage.patches(s, top), quorum.formed_config_map(top),
+        roller.minutes(top), roller_objects if gated else [], roll_job if gated else None,
+        f"job-{top.statefulset}-roll")
+    exports = {
+        "namespace": top.namespace,
+        "bootstrap": top.bootstrap,
+        quorum.OUTPUT: top.brokers,  # what the next up's quorum guard compares with
+        "initialControllers": founders,
+        "image": s.broker_image,
+        storage.OUTPUT: s.storageSize,  # what the next up's guard compares with
+        "adminPassword": creds.admin,
+        "principalPasswords": pulumi.Output.secret(creds.principals),
+        "caCertPem": certs.ca_cert_pem,
+        **({tls.GENERATION_OUTPUT: s.caGeneration, tls.TRUST_OUTPUT: s.ca_trust}
+           if s.tlsMode == "self-signed" else {}),  # what the next up's rollover guard reads
+        "reconcilerJob": apply_job[1]["metadata"]["name"],
+        "schemaRegistryUrl": f"http://schema-registry.{top.namespace}.svc:"
+                             f"{schema_registry.PORT}" if s.schemaRegistry else None,
+        "sparkApplications": [j.name for j in jobs],
+        "consumerJobs": [j.name for j in consumer_jobs],
+        "alertmanagerUrl": f"http://{monitoring.ALERTMANAGER}.{top.namespace}.svc:"
+                           f"{monitoring.ALERTMANAGER_PORT}" if routing_key is not None else None,
+        "monitoringSources": files.sources,
+    }
+    return Stack(top, kafka_cluster, apply_job, registry_service,
+                 MonitoringManifests(extras, operators, dashboards, consumers),
+                 spark_rbac, spark_apps, policies, exports)
+
+
+def namespace(s: StackSettings, gate: Gate) -> tuple[list[pulumi.Resource], pulumi.Output]:
+    """The namespace (at the stack's root: everything lives in it) and the cluster id.
+
+    `pulumi destroy` leaves the namespace: the brokers' volumes (retained by the
+    StatefulSet) live in it, and a later `up` finds them and carries on from their data."""
+    ns = ([k8s.apply(cluster.namespace(s), gate.after(retain_on_delete=True))]
+          if s.createNamespace else [])
+    uid = (ns[0] if ns else k8s.get("v1", "Namespace", s.namespace)).metadata.uid
+    return ns, cluster_id(s, uid)
+
+
+def cluster_id_secret(top: Topology, cid: pulumi.Output) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": broker.CLUSTER_ID_SECRET, "namespace": top.namespace},
+            "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid})}
+
+
+def main(root: Path = ROOT,
+         target: Callable[[], preflight.ClusterFacts | None] = preflight.read_cluster) -> None:
+    """`target`: what the target cluster has (infra/preflight.py); tests give their own."""
+    s = from_pulumi()
+    gate = guards(s, Topology.of(s))
+    stack = render(s, root, gate)
+    plain = [policy.plainify(m) for m in stack.checked()]
     violations = policy.check(plain, s.environment, s.requireDigests)
     if violations:
         raise policy.PolicyViolation(violations)
@@ -209,75 +296,18 @@ def main(root: Path = ROOT,
     # seconds, not `up` after its rollout timeout.
     preflight.check(target(), plain)
 
-    # `pulumi destroy` leaves the namespace: the brokers' volumes (retained by the
-    # StatefulSet) live in it, and a later `up` finds them and carries on from their data.
-    keep_ns = pulumi.ResourceOptions.merge(after(), pulumi.ResourceOptions(retain_on_delete=True))
-    ns = [k8s.apply(cluster.namespace(s), keep_ns)] if s.createNamespace else []
-    in_ns = after(*ns)
-    uid = (ns[0] if ns else k8s.get("v1", "Namespace", s.namespace)).metadata.uid
-    cid = cluster_id(s, uid)
-    secrets.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": broker.CLUSTER_ID_SECRET, "namespace": top.namespace},
-                    "stringData": pulumi.Output.secret({broker.CLUSTER_ID_KEY: cid})})
-    for m in policies:  # the deny policy exists before the first pod does
-        k8s.apply(m, in_ns)
-    secret_res = [k8s.apply(m, in_ns) for m in secrets]
-    kafka_res = [k8s.apply(m, in_ns) for m in kafka]
-    # A roll restarts one broker at a time and waits for it to be back in sync (the roll
-    # gate): the provider's default 10 minutes for the whole rollout is too short for 3+.
-    rollout = pulumi.CustomTimeouts(create=f"{roller.minutes(top)}m",
-                                    update=f"{roller.minutes(top)}m")
-    brokers = k8s.apply(sts, pulumi.ResourceOptions.merge(
-        after(*ns, *secret_res, *kafka_res),
-        pulumi.ResourceOptions(ignore_changes=storage.IGNORE_ON_STATEFULSET,
-                               custom_timeouts=rollout)))
-    # The claims exist once the StatefulSet is ready. `destroy` leaves each patch's size on
-    # its claim, which the namespace keeps: a patch managing the required storage request
-    # cannot be deleted (pulumi destroy failed on it on the real cluster).
-    keep_size = pulumi.ResourceOptions.merge(after(brokers),
-                                             pulumi.ResourceOptions(retain_on_delete=True))
-    for m in storage.patches(s, top):
-        k8s.patch(m, keep_size)
-    k8s.apply(quorum.formed_config_map(top), after(brokers))  # from now on, blank volumes join
-    after_brokers = after(brokers, *secret_res)
-    applied = [k8s.apply(m, after_brokers) for m in apply_job]
-    if cluster.gated(top):
-        # After the registry is applied: a stack grown from one broker restarts its first
-        # broker only once its topics are replicated to the new ones (nothing goes offline).
-        roller_res = [k8s.apply(m, in_ns) for m in roller_objects]
-        k8s.apply(roll_job, pulumi.ResourceOptions.merge(
-            after(brokers, *roller_res, *applied),
-            pulumi.ResourceOptions(custom_timeouts=rollout)), name=f"job-{top.statefulset}-roll")
-    for m in extras:
-        k8s.apply(m, after_brokers)
-    for m in operators:
-        k8s.apply(m, in_ns)
-    for m in dashboards:
-        k8s.apply(m, after())
-    rbac = [k8s.apply(m, in_ns) for m in spark_rbac]
-    for m in spark_apps:  # after the reconciler: topics, ACLs and SCRAM users exist
-        k8s.apply(m, after(*applied, *rbac))
-    for m in consumers:
-        k8s.apply(m, after(*applied))
+    ns, cid = namespace(s, gate)
+    stack.cluster.secrets.append(cluster_id_secret(stack.top, cid))
+    NetworkPolicies("network-policies", stack.policies, gate, ns)  # before the first pod
+    kafka = KafkaCluster("kafka-cluster", stack.cluster, gate, ns)
+    registry = Reconciler("reconciler", stack.reconciler, gate, kafka)
+    kafka.roll(registry)
+    if stack.schema_registry:
+        SchemaRegistry("schema-registry", stack.schema_registry, gate, kafka)
+    Monitoring("monitoring", stack.monitoring, gate, ns, kafka, registry)
+    if stack.spark_apps or stack.spark_rbac:
+        SparkJobs("spark-jobs", stack.spark_rbac, stack.spark_apps, gate, ns, registry)
 
-    pulumi.export("namespace", top.namespace)
-    pulumi.export("bootstrap", top.bootstrap)
-    pulumi.export(quorum.OUTPUT, top.brokers)  # what the next up's quorum guard compares with
-    pulumi.export("initialControllers", founders)
-    pulumi.export("image", s.broker_image)
-    pulumi.export(storage.OUTPUT, s.storageSize)  # what the next up's guard compares with
+    for name, value in stack.exports.items():
+        pulumi.export(name, value)
     pulumi.export("clusterId", cid)
-    pulumi.export("adminPassword", creds.admin)
-    pulumi.export("principalPasswords", pulumi.Output.secret(creds.principals))
-    pulumi.export("caCertPem", certs.ca_cert_pem)
-    if s.tlsMode == "self-signed":  # what the next up's rollover guard compares with
-        pulumi.export(tls.GENERATION_OUTPUT, s.caGeneration)
-        pulumi.export(tls.TRUST_OUTPUT, s.ca_trust)
-    pulumi.export("reconcilerJob", apply_job[1]["metadata"]["name"])
-    pulumi.export("schemaRegistryUrl", f"http://schema-registry.{top.namespace}.svc:"
-                  f"{schema_registry.PORT}" if s.schemaRegistry else None)
-    pulumi.export("sparkApplications", [j.name for j in jobs])
-    pulumi.export("consumerJobs", [j.name for j in consumer_jobs])
-    pulumi.export("alertmanagerUrl", f"http://{monitoring.ALERTMANAGER}.{top.namespace}.svc:"
-                  f"{monitoring.ALERTMANAGER_PORT}" if routing_key is not None else None)
-    pulumi.export("monitoringSources", files.sources)

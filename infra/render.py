@@ -4,8 +4,9 @@
                                [--existing resource-name='{"output": value}']
 
 Runs the real program with `pulumi.runtime.set_mocks` and writes every registered or read
-resource (inputs with secrets unwrapped, which input paths were secret, protect flag,
-ignore_changes, secret outputs, dependencies; reads are marked `read`), the stack outputs
+resource (its URN as the engine would give it and the URNs of its aliases, inputs with
+secrets unwrapped, which input paths were secret, protect flag, ignore_changes, secret
+outputs, dependencies; reads are marked `read`), the stack outputs
 (value and secretness) and every generated secret value (the secret outputs of the
 program's dynamic resources), so tests can search the output for them. Dynamic resources
 (infra/generated.py) run their provider's real `create`, so passwords, keys and
@@ -33,6 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
 PROVIDER_KEY = "__provider"  # pulumi.dynamic: the serialized provider among the inputs
+STACK_TYPE = "pulumi:pulumi:Stack"
 
 
 def stack_config(stack: str, root: Path = ROOT) -> tuple[dict[str, str], list[str]]:
@@ -99,7 +101,7 @@ def render(stack: str, extra: dict[str, str] | None = None,
             paths: list[str] = []
             inputs = _unwrap(args.inputs, "", paths)
             provider = inputs.pop(PROVIDER_KEY, None)  # a dynamic resource's serialized provider
-            opts = options.get(args.name, {})
+            opts = options.get((args.typ, args.name), {})
             resources.append({"type": args.typ, "name": args.name, "inputs": inputs,
                               "secret_paths": [p for p in paths if p != PROVIDER_KEY], **opts})
             rid, outputs = f"{args.name}-id", dict(inputs)
@@ -121,20 +123,42 @@ def render(stack: str, extra: dict[str, str] | None = None,
         def call(self, args: pulumi.runtime.MockCallArgs):
             return {}
 
+    # The mock's URNs keep only the parent's last type; the engine's hold the whole chain.
+    engine_urns: dict[str, str] = {}
+
+    def engine_urn(parent: str, typ: str, name: str, request_parent: bool = True) -> str:
+        """The URN the engine gives a resource: its parents' types chained, except the stack's."""
+        chain = engine_urns.get(parent, "").split("::")[2:3] if request_parent else []
+        qualified = "$".join([*chain, typ]) if chain and chain[0] != STACK_TYPE else typ
+        return "::".join([f"urn:pulumi:{stack}", "hanzo-stream", qualified, name])
+
+    def alias_urn(alias, typ: str, name: str, parent: str) -> str:
+        if alias.urn:
+            return engine_urns.get(alias.urn, alias.urn)
+        spec = alias.spec
+        return engine_urn(spec.parentUrn or parent, spec.type or typ, spec.name or name,
+                          request_parent=not spec.noParent)
+
     class Monitor(mocks.MockMonitor):
         def RegisterResource(self, request):
-            options[request.name] = {"protect": bool(request.protect),
-                                     "retain_on_delete": bool(request.retainOnDelete),
-                                     "ignore_changes": sorted(request.ignoreChanges),
-                                     "create_timeout": request.customTimeouts.create or None,
-                                     "update_timeout": request.customTimeouts.update or None,
-                                     "secret_outputs": sorted(request.additionalSecretOutputs),
-                                     "dependencies": sorted(u.split("::")[-1]
-                                                            for u in request.dependencies)}
+            urn = engine_urn(request.parent, request.type, request.name)
+            engine_urns[self.make_urn(request.parent, request.type, request.name)] = urn
+            aliases = [alias_urn(a, request.type, request.name, request.parent)
+                       for a in request.aliases]
+            options[(request.type, request.name)] = {
+                "urn": urn, "aliases": sorted(aliases),
+                "protect": bool(request.protect),
+                "retain_on_delete": bool(request.retainOnDelete),
+                "ignore_changes": sorted(request.ignoreChanges),
+                "create_timeout": request.customTimeouts.create or None,
+                "update_timeout": request.customTimeouts.update or None,
+                "secret_outputs": sorted(request.additionalSecretOutputs),
+                "dependencies": sorted(u.split("::")[-1] for u in request.dependencies)}
             return super().RegisterResource(request)
 
         def ReadResource(self, request):
-            options[request.name] = {"read": True, "id": request.id}
+            urn = engine_urn(request.parent, request.type, request.name)
+            options[(request.type, request.name)] = {"read": True, "id": request.id, "urn": urn}
             return super().ReadResource(request)
 
     recorder = Recorder()
