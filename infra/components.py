@@ -111,24 +111,22 @@ class KafkaCluster(_Component):
                 name=self._m.roll_job_name)
 
 
-class Reconciler(_Component):
+class _AfterBrokers(_Component):
+    """Manifests that wait for the brokers to be ready and every Secret to exist."""
+
+    def __init__(self, name: str, manifests: list[dict], gate: Gate, cluster: KafkaCluster
+                 ) -> None:
+        super().__init__(name)
+        self.apply_all(manifests, gate.after(cluster.brokers, *cluster.secrets))
+        self.register_outputs({})
+
+
+class Reconciler(_AfterBrokers):
     """The registry's ConfigMap and the Job that applies it, once the brokers are ready."""
 
-    def __init__(self, name: str, manifests: list[dict], gate: Gate, cluster: KafkaCluster
-                 ) -> None:
-        super().__init__(name)
-        self.apply_all(manifests, gate.after(cluster.brokers, *cluster.secrets))
-        self.register_outputs({})
 
-
-class SchemaRegistry(_Component):
+class SchemaRegistry(_AfterBrokers):
     """Beside the brokers, once they are ready."""
-
-    def __init__(self, name: str, manifests: list[dict], gate: Gate, cluster: KafkaCluster
-                 ) -> None:
-        super().__init__(name)
-        self.apply_all(manifests, gate.after(cluster.brokers, *cluster.secrets))
-        self.register_outputs({})
 
 
 @dataclass
