@@ -30,6 +30,13 @@ in_background() {  # NAME COMMAND...: once per machine at a time (a pid file), l
 }
 go_build=(python -m hanzo_stream.kube.build)
 images_build=(python -m hanzo_stream.kube.images build)
+if [ "${HANZO_STREAM_COVERAGE:-}" = 1 ]; then
+  # A coverage run (tests/lanes.sh) counts the image build too, wherever it runs: on a cold
+  # machine here in the background, outside the lanes; tests/lanes.sh combines its data.
+  rm -rf .hanzo-stream/coverage-build && mkdir -p .hanzo-stream/coverage-build
+  images_build=(python -m coverage run --parallel-mode --source="$PWD/hanzo_stream"
+                --data-file="$PWD/.hanzo-stream/coverage-build/data" -m hanzo_stream.kube.images build)
+fi
 background=""; [ "${HANZO_STREAM_KUBE_BUILD:-}" = background ] && background=1
 
 if [ "${1:-}" = --go ]; then

@@ -99,7 +99,8 @@ for name in unit side; do
 done
 echo "==> integration lane: exit $integration_code; unit lane: exit $unit_code; side lane: exit $side_code"
 if [ "${HANZO_STREAM_COVERAGE:-}" = 1 ]; then
-  python -m coverage combine -q && python -m coverage json -q -o "$cov/coverage.json" &&
+  build=(); [ -d .hanzo-stream/coverage-build ] && build=("$PWD/.hanzo-stream/coverage-build")  # .ci/install-kube.sh
+  python -m coverage combine -q "$cov" ${build[@]+"${build[@]}"} && python -m coverage json -q -o "$cov/coverage.json" &&
     python -m coverage report --format=total | sed 's/^/==> production line coverage: /;s/$/%/'
 fi
 worst=$(( integration_code > unit_code ? integration_code : unit_code ))
