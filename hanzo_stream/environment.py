@@ -77,6 +77,9 @@ VARIABLES: tuple[Variable, ...] = (
              "A JSON-lines file of per-batch numbers (what the benchmarks read)."),
     Variable("HANZO_STREAM_CLICKHOUSE_URL", "analytics-ingest",
              "ClickHouse over HTTP; empty: the embedded chDB of the spec."),
+    Variable("HANZO_STREAM_SQL_PORT", "analytics-ingest (embedded chDB)",
+             "Port on 127.0.0.1 of its read-only ClickHouse HTTP endpoint (`local sql`); "
+             "0 or empty: a free one."),
     Variable("HANZO_STREAM_POSTGRES_DSN", "billing-agg, rpc-billing (their `postgres` sink)",
              "PostgreSQL DSN their hourly records are also upserted into; unset: that copy is off "
              "(`local up` sets it; on Kubernetes the `postgresDsn` secret setting)."),

@@ -74,4 +74,20 @@ def read_record(home: Path, name: str) -> dict[str, Any]:
 def running_url(home: Path, name: str) -> str | None:
     """The URL of the named background process while it runs, else None."""
     rec = read_record(home, name)
-    return rec.get("url") if pid_alive(rec.get("pid"), str(home)) else None
+    marker = (rec.get("extra") or {}).get("cmdline") or str(home)
+    return rec.get("url") if pid_alive(rec.get("pid"), marker) else None
+
+
+def publish_url(home: Path, name: str, url: str, port: int) -> Path:
+    """Record an endpoint this process serves, as a daemon's record ({pid, port, url, extra}).
+
+    A job's command line names its spec, not its state directory, so the record is trusted
+    while this pid still runs this same command line (extra.cmdline), not `home`."""
+    cmdline = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    f = record_file(home, name)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "port": port, "url": url,
+                               "extra": {"cmdline": cmdline.strip()}}, indent=2))
+    tmp.replace(f)
+    return f

@@ -6,6 +6,9 @@ token names the batch's Kafka offsets, and its invalid records are dead-lettered
 commits the batch only after both succeed; a replay is absorbed by the token (and by the
 ReplacingMergeTree key for producer retries). See hanzo_stream/jobs/clickhouse.py.
 
+With the embedded chDB, the driver also answers read-only SQL over ClickHouse's HTTP interface
+on 127.0.0.1 (hanzo_stream/jobs/chdb_http.py; `hanzo-stream local sql "SELECT ..."`).
+
 Local: hanzo-stream jobs run analytics-ingest [--once]
 Cluster: spark-submit --jars <connector jars> --py-files hanzo_stream.zip spark/analytics_ingest.py
 """
@@ -17,8 +20,8 @@ import time
 
 from pyspark.sql import functions as F
 
-from hanzo_stream.jobs import events
-from hanzo_stream.jobs.clickhouse import EVENTS_COLUMNS, insert_token, open_sink
+from hanzo_stream.jobs import chdb_http, events
+from hanzo_stream.jobs.clickhouse import EVENTS_COLUMNS, ChdbSink, insert_token, open_sink
 from hanzo_stream.jobs.runner import JobContext
 
 EVENT_COLUMNS = [n for n, _ in EVENTS_COLUMNS]
@@ -57,6 +60,10 @@ def build(ctx: JobContext) -> list:
                      ctx.spec.resolve(sink_spec.get("chdb_path", f"jobs/{ctx.spec.name}/chdb")),
                      sink_spec.get("table", "events"))
     ctx.on_close(sink.close)
+    if isinstance(sink, ChdbSink):  # this driver owns the embedded ClickHouse: serve it read-only
+        sql = chdb_http.serve(sink.path, sink.lock, int(os.environ.get(chdb_http.PORT_ENV) or 0),
+                              ctx.spec.state_dir)
+        ctx.on_close(sql.close)  # closed first: before the sink's own session
     c = events.contract(ctx, topic)
     rows = _rows(events.checked(events.kafka_stream(ctx, topic), c))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -79,7 +80,10 @@ class EventsSink(Protocol):
 
 
 class ChdbSink:
-    """Embedded ClickHouse in a persistent directory, owned by this one process (the driver)."""
+    """Embedded ClickHouse in a persistent directory, owned by this one process (the driver).
+
+    `lock` serializes every chDB call of the process: the writer's here and the read-only
+    queries chdb_http serves from the same directory while the job runs."""
 
     def __init__(self, path: str | Path, table: str = "events"):
         from chdb import session
@@ -87,6 +91,7 @@ class ChdbSink:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.table = table
+        self.lock = threading.Lock()
         self._session = session.Session(str(self.path))
         self._session.query(events_ddl(table))
         self._session.query(unique_view_ddl(table))
@@ -101,22 +106,26 @@ class ChdbSink:
             w.write_table(rows)
         cols = ", ".join(f"`{c}`" for c in rows.column_names)
         try:
-            self._session.query(
-                f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM file('{spool}', Arrow) "
-                f"SETTINGS insert_deduplication_token = '{token}'")
+            with self.lock:
+                self._session.query(
+                    f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM file('{spool}', Arrow) "
+                    f"SETTINGS insert_deduplication_token = '{token}'")
         finally:
             spool.unlink(missing_ok=True)
 
     def query(self, sql: str) -> pa.Table:
-        return self._session.query(sql, "ArrowTable")
+        with self.lock:
+            return self._session.query(sql, "ArrowTable")
 
     def count(self) -> int:
         """Events, each id once (the view reads FINAL)."""
-        return int(str(self._session.query(f"SELECT count() FROM {unique_view(self.table)}",
-                                           "CSV")).strip())
+        with self.lock:
+            return int(str(self._session.query(f"SELECT count() FROM {unique_view(self.table)}",
+                                               "CSV")).strip())
 
     def close(self) -> None:
-        self._session.close()
+        with self.lock:
+            self._session.close()
         self._spool.rmdir()
 
 

@@ -204,6 +204,49 @@ def env(principal: Annotated[str, typer.Option(help="Connect as this principal."
 
 
 @app.command()
+def sql(
+    query: Annotated[str, typer.Argument(
+        help="One read-only statement: SELECT, WITH, SHOW, DESCRIBE, EXISTS or EXPLAIN.")],
+    format_: Annotated[str | None, typer.Option(
+        "--format", "-f", help="A ClickHouse output format (CSV, JSONEachRow, Vertical, ...); "
+                               "default PrettyCompact on a terminal, else TabSeparated. A FORMAT "
+                               "clause in the query wins.")] = None,
+    json_: Annotated[bool, typer.Option(
+        "--json", help="The answer in ClickHouse's JSON format (meta, data, rows) on stdout.")] = False,
+    job: Annotated[str, typer.Option(help="The job whose embedded ClickHouse to ask.")] = platform.SQL_JOB,
+) -> None:
+    """Query ClickHouse (the events table) while analytics-ingest writes it; read-only.
+
+    The job's driver owns the embedded chDB and answers on 127.0.0.1 (`local status` shows its
+    sql_url): ClickHouse's HTTP interface, so curl and clickhouse-connect can ask it too."""
+    from ..jobs import chdb_http
+    from ..paths import state_dir
+
+    url = platform.sql_url(state_dir(), job)
+    if url is None:
+        console.print(f"[bold red]error:[/bold red] {job} is not running, and its driver is what "
+                      f"answers SQL: start it with `hanzo-stream local start {job}` (or `hanzo-stream local up`)")
+        raise typer.Exit(1)
+    fmt = "JSON" if json_ else format_ or ("PrettyCompact" if sys.stdout.isatty() else "TabSeparated")
+    try:
+        out = chdb_http.ask(url, query, fmt)
+    except chdb_http.QueryError as e:
+        console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    except OSError as e:  # it stopped between the record and the query
+        console.print(f"[bold red]error:[/bold red] {job} did not answer at {url} ({escape(str(e))}); "
+                      "`hanzo-stream local status` shows how it is")
+        raise typer.Exit(1) from None
+    binary = getattr(sys.stdout, "buffer", None)  # Native, Parquet, ... as they came
+    if binary is None:  # --json: stdout is text, kept for the error report
+        sys.stdout.write(out.decode(errors="replace"))
+    else:
+        sys.stdout.flush()
+        binary.write(out)
+        binary.flush()
+
+
+@app.command()
 def status(json_: Annotated[bool, typer.Option("--json")] = False,
            registry: RegistryOpt = Path("topics.yaml")) -> None:
     """Show what runs and how the pipeline is doing."""

@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from .. import jars, state
 from ..connection import ENV, Connection
-from ..jobs import process
+from ..jobs import chdb_http, process
 from ..jobs.spec import list_specs
 from ..monitoring import JMX_RULES_FILE
 from ..paths import state_dir
@@ -49,6 +49,7 @@ JOBS_SCRAPE = "hanzo-stream-jobs"  # Prometheus job of the consumer jobs' own /m
 DEMO_RATE_ENV = "HANZO_STREAM_DEMO_RATE"  # events/s over all services; default 20
 JOB_LOG_LINES = 15  # of a job that died, shown by `up`
 JOB_SETTLE_S = 30.0  # how long `up` watches a started job for its first progress
+SQL_JOB = "analytics-ingest"  # the job whose driver owns the embedded ClickHouse (`local sql`)
 
 
 @dataclass
@@ -282,9 +283,18 @@ def _job(name: str) -> Component:
                             consumers=ctx.consumers, cwd=ctx.root)
         return f"pid {pid}, as its own principal; log {process.log_file(name, ctx.home)}"
 
-    return Component(name, start, lambda ctx: process.stop(name, ctx.home),
-                     lambda ctx: process.status(name, ctx.home),
+    def status(ctx: Context) -> dict[str, Any]:
+        url = sql_url(ctx.home, name)
+        return process.status(name, ctx.home) | ({"sql_url": url} if url else {})
+
+    return Component(name, start, lambda ctx: process.stop(name, ctx.home), status,
                      check=lambda ctx: job_died(ctx, name))
+
+
+def sql_url(home: Path, job: str = SQL_JOB) -> str | None:
+    """The read-only ClickHouse HTTP endpoint a job serves its embedded chDB on
+    (jobs/chdb_http.py), while that job runs; None otherwise."""
+    return state.running_url(process.job_dir(job, home), chdb_http.RECORD)
 
 
 def _progress_at(ctx: Context, name: str) -> float:
