@@ -215,7 +215,7 @@ def sql(
         "--json", help="The answer in ClickHouse's JSON format (meta, data, rows) on stdout.")] = False,
     job: Annotated[str, typer.Option(help="The job whose embedded ClickHouse to ask.")] = platform.SQL_JOB,
 ) -> None:
-    """Query ClickHouse (the events table) while analytics-ingest writes it; read-only.
+    """Read-only SQL on ClickHouse (events) while the job writes it.
 
     The job's driver owns the embedded chDB and answers on 127.0.0.1 (`local status` shows its
     sql_url): ClickHouse's HTTP interface, so curl and clickhouse-connect can ask it too."""
