@@ -36,8 +36,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from hanzo_stream import dead_letter as dl
-from hanzo_stream.jobs import process, s3
+from hanzo_stream.jobs import chdb_http, process, s3
 from hanzo_stream.jobs.archive import committed_files, listed_files, read_committed
+from hanzo_stream.local import platform
 
 from .spark_harness import (
     BROKER_MAX_MESSAGE,
@@ -415,6 +416,10 @@ def test_analytics_ingest_loads_exactly_the_valid_events(cluster, tmp_path, regi
 
 
 def test_analytics_ingest_survives_a_crash_without_duplicates(cluster, tmp_path):
+    """Killed mid-run, run again: every event once. While it inserts, its driver answers SQL
+    (issue 52, item 6): count() read through the endpoint rises between batches, an INSERT is
+    refused and leaves nothing, clickhouse-connect reads it too, and once the driver is killed
+    `local sql` finds no endpoint."""
     run = uuid.uuid4().hex[:8]
     t0 = datetime(2031, 2, 1, 10, tzinfo=UTC)
     events = [insights(run, i, t0 + timedelta(milliseconds=i)) for i in range(12_000)]  # 6 batches
@@ -422,9 +427,12 @@ def test_analytics_ingest_survives_a_crash_without_duplicates(cluster, tmp_path)
             [(e["team_id"], e) for e in events])
     consumers = fast_specs(tmp_path, "analytics-ingest", max_offsets_per_trigger=2000, trigger="0s")
     env = job_env(cluster, "analytics-ingest", tmp_path)
+    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
+    mine = f"SELECT count() FROM events WHERE team_id IN ({teams})"
     process.start("analytics-ingest", tmp_path, env, registry=ROOT / "topics.yaml",
                   consumers=consumers, cwd=ROOT)
     commits = tmp_path / "jobs" / "analytics-ingest" / "checkpoint" / "ingest" / "commits"
+    counts: list[int] = []  # count() of the run's events, read through the driver as it inserts
     try:
         deadline = time.monotonic() + JOB_TIMEOUT
         while time.monotonic() < deadline:  # wait for a few finished batches, then crash
@@ -432,21 +440,57 @@ def test_analytics_ingest_survives_a_crash_without_duplicates(cluster, tmp_path)
                 break
             assert process.status("analytics-ingest", tmp_path)["running"], \
                 Path(process.log_file("analytics-ingest", tmp_path)).read_text()[-4000:]
+            if url := platform.sql_url(tmp_path):
+                if not counts:  # the first answer: the other clients, before the batches
+                    assert_sql_endpoint_refuses_writes_and_serves_clickhouse_connect(url, run)
+                counts.append(int(chdb_http.ask(url, mine)))
             time.sleep(0.2)
     finally:
         assert process.kill("analytics-ingest", tmp_path)
     committed, ends = offsets_of(cluster, "analytics-ingest", "events_plugin_ingestion")
     assert sum(committed.values()) < sum(ends.values()), "killed after it had caught up"
+    rises = [b for a, b in zip(counts, counts[1:], strict=False) if b > a]
+    print(f"\nanalytics-ingest: count() through its SQL endpoint, {len(counts)} reads while it "
+          f"inserted: {sorted(set(counts))}")
+    assert counts == sorted(counts) and rises, counts  # read twice or more, seen rising
+    assert platform.sql_url(tmp_path) is None  # killed: its record names a dead pid
 
     run_once(cluster, "analytics-ingest", "analytics-ingest", tmp_path, consumers)
 
-    teams = ", ".join(f"'{run}-team{i}'" for i in range(3))
     (row,) = chdb_query(tmp_path / "jobs" / "analytics-ingest" / "chdb",
-                        f"SELECT count() AS n, uniqExact(id) AS ids FROM events "
-                        f"WHERE team_id IN ({teams})")
+                        f"SELECT count() AS n, uniqExact(id) AS ids, countIf(id = '{run}-intruder') "
+                        f"AS intruders FROM events WHERE team_id IN ({teams})")
     # No FINAL: the replayed batch's insert was dropped by its deduplication token.
-    assert row == {"n": len(events), "ids": len(events)}
+    assert row == {"n": len(events), "ids": len(events), "intruders": 0}
     assert_caught_up(cluster, "analytics-ingest", "events_plugin_ingestion")
+
+
+def assert_sql_endpoint_refuses_writes_and_serves_clickhouse_connect(url: str, run: str) -> None:
+    """The driver's endpoint as ClickHouse's clients meet it: /ping, an INSERT refused by the
+    read-only session with ClickHouse's error over HTTP 500, clickhouse-connect's queries."""
+    import urllib.error
+    import urllib.request
+
+    import clickhouse_connect
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    with urllib.request.urlopen(f"{url}/ping", timeout=10) as r:
+        assert r.read() == b"Ok.\n"
+    insert = f"INSERT INTO events (id, team_id) VALUES ('{run}-intruder', '{run}-team0')"
+    req = urllib.request.Request(f"{url}/", data=insert.encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    with refused.value as e:
+        assert e.code == 500 and e.read().startswith(b"Code: 164. DB::Exception:")
+    host, port = url.removeprefix("http://").split(":")
+    client = clickhouse_connect.get_client(host=host, port=int(port))
+    try:
+        assert client.query(f"SELECT count() FROM events WHERE id = '{run}-intruder'"
+                            ).result_rows == [(0,)]
+        with pytest.raises(DatabaseError, match="164"):
+            client.command(insert)
+    finally:
+        client.close()
 
 
 def test_billing_agg_bills_exact_hours_once_and_dead_letters_late_and_invalid(cluster, tmp_path):
