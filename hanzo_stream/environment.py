@@ -54,6 +54,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("HANZO_STREAM_DEMO_RATE", "local up",
              "The demo producers' events/s over all services (default 20)."),
     Variable("HANZO_STREAM_PROMETHEUS_URL", "local env (sets it)", "The local Prometheus, for queries."),
+    Variable("HANZO_STREAM_SQL_URL", "local env (sets it)",
+             "analytics-ingest's read-only ClickHouse HTTP endpoint (curl, clickhouse-connect)."),
     Variable("HANZO_STREAM_PAGERDUTY_URL", "the local Alertmanager",
              "Where pages go (default: the local PagerDuty inbox)."),
     Variable("HANZO_STREAM_PAGERDUTY_ROUTING_KEY", "the local Alertmanager and PagerDuty inbox",

@@ -225,7 +225,8 @@ def sql(
     url = platform.sql_url(state_dir(), job)
     if url is None:
         console.print(f"[bold red]error:[/bold red] {job} is not running, and its driver is what "
-                      f"answers SQL: start it with `hanzo-stream local start {job}` (or `hanzo-stream local up`)")
+                      f"answers SQL: start it with `hanzo-stream local start {job}` "
+                      "(or `hanzo-stream local up`)")
         raise typer.Exit(1)
     fmt = "JSON" if json_ else format_ or ("PrettyCompact" if sys.stdout.isatty() else "TabSeparated")
     try:

@@ -370,7 +370,8 @@ def service_exports(ctx: Context) -> str:
     import shlex
 
     urls = {"HANZO_STREAM_SCHEMA_REGISTRY_URL": schema_registry.url(ctx.home / "schema-registry"),
-            "HANZO_STREAM_PROMETHEUS_URL": prometheus.url(ctx.home / "prometheus")}
+            "HANZO_STREAM_PROMETHEUS_URL": prometheus.url(ctx.home / "prometheus"),
+            "HANZO_STREAM_SQL_URL": sql_url(ctx.home)}
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in urls.items() if v)
 
 

@@ -5,6 +5,7 @@ over HTTP, by clickhouse-connect and by `hanzo-stream local sql`."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -233,6 +234,27 @@ def test_local_sql_finds_the_endpoint_and_says_when_the_job_is_not_running(serve
     stale.write_text(json.dumps({"pid": 2**22 + 1, "port": 1, "url": ep.url,  # a dead pid
                                  "extra": {"cmdline": "python -m hanzo_stream.jobs.cli"}}))
     assert platform.sql_url(tmp_path) is None
+
+
+def test_the_docs_blocks_run_as_written(served, registry, monkeypatch):
+    """docs/local-platform.md's `local sql`, curl and clickhouse-connect blocks, against the
+    endpoint as `local env` exports it."""
+    from rich.console import Console
+
+    from tests import docs_blocks
+
+    home, _, ep = served
+    exported = platform.service_exports(platform.Context(home, registry, Console()))
+    assert f"export HANZO_STREAM_SQL_URL={ep.url}\n" in exported
+    env = {**os.environ, "HANZO_STREAM_HOME": str(home), "HANZO_STREAM_SQL_URL": ep.url}
+    out = docs_blocks.run("docs/local-platform.md", ["local-sql"], env).stdout
+    assert '{"event":"signup","n":' in out and '"data":' in out, out
+    out = docs_blocks.run("docs/local-platform.md", ["sql-curl"], env).stdout
+    assert out.startswith("Ok.\n") and '{"team_id":"t1","events":' in out, out
+    monkeypatch.setenv("HANZO_STREAM_SQL_URL", ep.url)
+    scope: dict = {}
+    exec(docs_blocks.block("docs/local-platform.md", "sql-clickhouse-connect"), scope)
+    assert list(scope["by_event"]["event"]) == ["signup"]
 
 
 def test_closing_removes_the_record_and_leaves_the_writer_as_it_was(served, tmp_path):
