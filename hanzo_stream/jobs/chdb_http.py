@@ -46,6 +46,7 @@ DEFAULT_FORMAT = "TabSeparated"  # ClickHouse's HTTP default
 READ_STATEMENTS = ("SELECT", "WITH", "SHOW", "DESCRIBE", "EXISTS", "EXPLAIN")
 _FORMAT = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _NOT_CLICKHOUSE = {"dataframe", "arrowtable"}  # chDB's Python-object results, no bytes
+_FORMAT_CLAUSE = re.compile(r" FORMAT (\w+)$")
 _WRAPPER = re.compile(r"\.? ?: In scope SELECT formatQuerySingleLine\(.*\)\. \(", re.S)
 
 
@@ -121,12 +122,13 @@ class ReadOnlyChdb:
         out = self._query(f"SELECT formatQuerySingleLine({string_literal(text)})", "TabSeparatedRaw")
         return out.decode().strip()
 
-    def run(self, query: str, fmt: str = DEFAULT_FORMAT) -> bytes:
-        """The answer in `fmt` (or the query's FORMAT), or QueryError."""
+    def run(self, query: str, fmt: str = DEFAULT_FORMAT) -> tuple[bytes, str]:
+        """The answer and its format: `fmt`, or the query's FORMAT clause. Or QueryError."""
         with self.lock:
             canonical = self.canonical(query)
             check_read_only(canonical)
-            return self._query(canonical, fmt)
+            clause = _FORMAT_CLAUSE.search(canonical)  # the formatter puts FORMAT last
+            return self._query(canonical, fmt), clause.group(1) if clause else fmt
 
     def execute_unchecked(self, sql: str) -> bytes:
         """Straight to the read-only session, without the statement check: how the tests show
@@ -168,11 +170,11 @@ def _handler(db: ReadOnlyChdb) -> type[BaseHTTPRequestHandler]:
                                          b"are served here. (HTTP_NOT_FOUND)\n", "text/plain")
             try:
                 req = parse_request(self.path, body)
-                out = db.run(req.query, req.format)
+                out, fmt = db.run(req.query, req.format)
             except QueryError as e:
                 return self._answer(500, f"{e}\n".encode(), "text/plain; charset=UTF-8",
                                     {"X-ClickHouse-Exception-Code": str(e.code)})
-            self._answer(200, out, content_type(req.format), {"X-ClickHouse-Format": req.format})
+            self._answer(200, out, content_type(fmt), {"X-ClickHouse-Format": fmt})
 
         def _answer(self, status: int, data: bytes, ctype: str,
                     headers: dict[str, str] | None = None) -> None:

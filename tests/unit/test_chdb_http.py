@@ -123,9 +123,10 @@ def test_it_answers_as_clickhouse_does_over_http(served):
     assert (status, body) == (200, b'{"id":"h1"}\n{"id":"h2"}\n')
     assert headers["X-ClickHouse-Format"] == "JSONEachRow"
     assert headers["Content-Type"].startswith("application/json")
-    status, body, _ = http(ep.url, body=b"SELECT count() AS n FROM events_unique WHERE id LIKE 'h%' "
-                                        b"FORMAT JSON")  # the query in the body, its FORMAT clause
+    status, body, headers = http(ep.url, body=b"SELECT count() AS n FROM events_unique WHERE id "
+                                              b"LIKE 'h%' FORMAT JSON")  # in the body, with FORMAT
     assert status == 200 and json.loads(body)["data"] == [{"n": 2}]
+    assert headers["X-ClickHouse-Format"] == "JSON"
     status, body, _ = http(ep.url, "SELECT 1 -- and a comment;\n;")
     assert (status, body) == (200, b"1\n")
 
