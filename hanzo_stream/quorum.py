@@ -30,7 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 LEADER, FOLLOWER, OBSERVER = "Leader", "Follower", "Observer"
@@ -238,13 +238,17 @@ def quorum_verdict(describe: Describe, node: int, directory: str | None,
     with this directory makes it a voter (READY once its lag is at most max_lag, else
     behind); a voter row of this node id with another directory is a seat from a volume
     this pod lost (only this pod runs this node id), removed once this volume has caught up
-    as an observer; an Observer row of this node id is added once caught up; no row: not
-    fetching yet. Rows of other nodes never decide this node's action."""
+    as an observer; an Observer row of this node id and this directory is added once caught
+    up; no row: not fetching yet. Rows of other nodes never decide this node's action, nor do
+    Observer rows of this node id with another directory: the leader lists a seat it removed
+    (or a lost volume that fetched as an observer) as an observer until it has been silent
+    for 5 minutes (LeaderState.OBSERVER_SESSION_TIMEOUT_MS), its lag growing
+    (data/quorum/old-seat-removed)."""
     mine = [r for r in describe.replicas if r.node == node]
     seats = [r for r in mine if r.voter]
     own = [r for r in seats if directory is None or r.directory == directory]
     other = [r for r in seats if directory is not None and r.directory != directory]
-    observing = [r for r in mine if not r.voter]
+    observing = [r for r in mine if not r.voter and (directory is None or r.directory == directory)]
     lag = observing[-1].lag if observing else None
     lagging = tuple(r for r in describe.voters if r.node != node and r.lag > max_lag)
     common = {"leader": describe.leader, "lagging": lagging}
@@ -270,7 +274,3 @@ def quorum_verdict(describe: Describe, node: int, directory: str | None,
                            f"(lag {lag}): adding it as a voter", lag, **common)
         return Verdict(WAIT, "observer", f"observer, lag {lag}: catching up", lag, **common)
     return Verdict(WAIT, "absent", f"node {node} is not fetching from the quorum yet", **common)
-
-
-def voter_ids(members: Iterable[Member | Replica]) -> list[int]:
-    return sorted({m.node for m in members})
