@@ -287,3 +287,16 @@ def test_verdict_properties(leader, table, node, directory, max_lag):
     # The roller: no restart without a leader or with another voter behind.
     others_behind = [r for r in q.voters if r.node != node and r.lag > max_lag]
     assert v.may_restart == (q.leader is not None and not others_behind)
+
+
+def test_the_local_cluster_counts_voters_from_describe_status(monkeypatch):
+    """hanzo_stream/local/kafka.py quorum_status (scale and add_controller wait on it) reads
+    the same parse: the ghost row of a removed seat is an observer, not a voter."""
+    from hanzo_stream.local import kafka
+
+    monkeypatch.setattr(kafka, "_quorum_tool",
+                        lambda *_a, **_k: recorded("old-seat-removed").status)
+    assert kafka.quorum_status(None, "") == {"voters": [1, 2], "observers": [3, 3]}
+    monkeypatch.setattr(kafka, "_quorum_tool", lambda *_a, **_k: "no such output\n")
+    with pytest.raises(kafka.BrokerFailed, match="describe --status"):
+        kafka.quorum_status(None, "")
