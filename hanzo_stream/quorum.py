@@ -19,8 +19,9 @@ directory that has caught up; ADD: an observer that has caught up; REMOVE: this 
 a seat with another directory id, a volume this pod lost, and this one has caught up; WAIT
 otherwise, with why), and the roller's (`may_restart`: a leader, and no other voter more than
 `max_lag` records behind it). tests/unit/test_quorum.py holds both against the outputs of
-real brokers (tests/unit/data/quorum/) and holds the join sidecar's sh to the same answers:
-the broker image it runs in has no Python.
+real brokers (tests/unit/data/quorum/); tests/unit/test_infra_growth.py holds the join
+sidecar's sh to the same answers (the broker image it runs in has no Python, see
+infra/broker.py join_script).
 
 Pure: text and dicts in, a verdict out.
 """

@@ -378,9 +378,9 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
     hanzo_stream/quorum.py's quorum_verdict, the one the roller uses, written again in awk
     because this sidecar runs in the broker image, which has no Python (apache/kafka is a JRE
     on Alpine) and must run Kafka's own `add-controller` / `remove-controller`, which the
-    Python image cannot (no JVM, no Kafka tools). tests/unit/test_quorum.py runs this
+    Python image cannot (no JVM, no Kafka tools). tests/unit/test_infra_growth.py runs this
     script's awk, and the whole script, against describe outputs recorded from real brokers
-    and generated ones, and requires the same answers as quorum_verdict's.
+    (tests/unit/data/quorum) and generated ones, and requires quorum_verdict's answers.
     """
     def peers(i: int) -> str:  # the other pods' controller endpoints
         return ",".join(f"{n.host}:{n.controller_port}" for n in top.nodes if n.node_id != i)
