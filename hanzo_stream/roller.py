@@ -11,8 +11,12 @@ this after every `pulumi up` that changes the pod template (infra/roller.py). Ea
 - wait until the StatefulSet controller has seen the new template, and every pod exists and
   is Ready. Ready means the roll gate's verdict: this broker's replicas are all in their ISR
   (hanzo_stream/roll_gate.py), so a restarted broker counts as back only once caught up;
-- pick the next out-of-date pod, highest ordinal first, the active controller (asked of the
-  quorum just before each pick, since it moves) last;
+- pick the next out-of-date pod, highest ordinal first, the active controller last. The
+  quorum is asked (DescribeQuorum) just before each pick, since the leader moves, and the pod
+  goes only if the quorum has a leader and every other voter is within `max_lag` records of
+  it (hanzo_stream/quorum.py, as Strimzi's KafkaQuorumCheck): every broker is a controller,
+  and one voter still replaying its log while another restarts leaves no majority. A quorum
+  that cannot be asked restarts nothing either;
 - delete it, only that very pod (a uid precondition). Its preStop hook holds the broker until
   the gate says no partition would fall under min ISR without it.
 
@@ -36,6 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from .quorum import MAX_LAG, Describe, from_admin, quorum_verdict
 
 log = logging.getLogger("hanzo_stream.roller")
 STATEFULSETS, PODS = "apis/apps/v1/statefulsets", "api/v1/pods"
@@ -80,13 +86,13 @@ def outdated(pods: Mapping[str, Pod | None], target: str,
             and (p.revision != target or (since is not None and p.created < since))]
 
 
-def next_step(pods: Mapping[str, Pod | None], target: str, leader: int | None,
-              settle: bool = False, since: datetime | None = None) -> Step:
-    """The next pod to restart. `pods`: every pod the StatefulSet should have, by name (None:
-    not there now); `target`: the StatefulSet's update revision; `leader`: the active
-    controller's node id (None: unknown, then the order is by ordinal alone); `settle`: a
-    roll has restarted pods, so it ends only when every pod is back and Ready; `since`: a
-    restart of every broker: a pod started before it counts as out of date."""
+def pick(pods: Mapping[str, Pod | None], target: str, leader: int | None,
+         settle: bool = False, since: datetime | None = None) -> Step:
+    """The next pod to restart as far as the pods go. `pods`: every pod the StatefulSet should
+    have, by name (None: not there now); `target`: the StatefulSet's update revision;
+    `leader`: the active controller's node id (None: unknown, then the order is by ordinal
+    alone); `settle`: a roll has restarted pods, so it ends only when every pod is back and
+    Ready; `since`: a restart of every broker: a pod started before it counts as out of date."""
     stale = outdated(pods, target, since)
     missing = [name for name, p in sorted(pods.items()) if p is None]
     busy = sorted(p.name for p in pods.values() if p is not None and (p.terminating or not p.ready))
@@ -104,21 +110,40 @@ def next_step(pods: Mapping[str, Pod | None], target: str, leader: int | None,
     return Step(min(stale, key=lambda p: (p.ordinal == leader, -p.ordinal)))
 
 
+def next_step(pods: Mapping[str, Pod | None], target: str, quorum: Describe | None,
+              settle: bool = False, since: datetime | None = None,
+              max_lag: int = MAX_LAG) -> Step:
+    """pick() with the quorum's say: `quorum` is DescribeQuorum's answer (None: it could
+    not be asked). The pod picked goes only if the quorum has a leader and no other voter is
+    more than `max_lag` records behind it (a pod's node id is its ordinal); the active
+    controller goes last."""
+    step = pick(pods, target, quorum.leader if quorum else None, settle, since)
+    if step.pod is None:
+        return step
+    if quorum is None:
+        return Step(waiting="the controller quorum to answer DescribeQuorum")
+    verdict = quorum_verdict(quorum, step.pod.ordinal, None, max_lag)
+    return step if verdict.may_restart else Step(waiting=verdict.waiting_for)
+
+
 @dataclass
 class Cluster:
     """What the roll reads and does, as functions: the Kubernetes API and the quorum.
-    `delete(name, uid)` is False when that pod was already gone (replaced meanwhile)."""
+    `delete(name, uid)` is False when that pod was already gone (replaced meanwhile);
+    `quorum()` is None when the quorum cannot be asked."""
     statefulset: Callable[[], dict | None]
     pod: Callable[[str], dict | None]
     delete: Callable[[str, str], bool]
-    leader: Callable[[], int | None]
+    quorum: Callable[[], Describe | None]
 
 
 def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 3600.0,
          clock: Callable[[], float] = time.monotonic,
-         sleep: Callable[[float], None] = time.sleep, since: datetime | None = None) -> list[str]:
+         sleep: Callable[[float], None] = time.sleep, since: datetime | None = None,
+         max_lag: int = MAX_LAG) -> list[str]:
     """Restart every out-of-date pod of StatefulSet `name` (with `since`, every pod started
-    before it too); the pods restarted, in order."""
+    before it too), each only while the other controllers are within `max_lag` records of the
+    quorum's leader; the pods restarted, in order."""
     restarted: list[str] = []
     said, deadline = "", clock() + timeout
     while True:
@@ -132,9 +157,9 @@ def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 36
             pods = {f"{name}-{i}": cluster.pod(f"{name}-{i}") for i in range(spec["replicas"])}
             seen = {n: Pod.of(p) if p else None for n, p in pods.items()}
             target = status["updateRevision"]
-            step = next_step(seen, target, None, bool(restarted), since)
-            if step.pod is not None:  # the leader is asked only when a pod is about to go
-                step = next_step(seen, target, cluster.leader(), bool(restarted), since)
+            step = pick(seen, target, None, bool(restarted), since)
+            if step.pod is not None:  # the quorum is asked only when a pod is about to go
+                step = next_step(seen, target, cluster.quorum(), bool(restarted), since, max_lag)
         if step.done:
             return restarted
         if step.pod is not None:
@@ -153,26 +178,42 @@ def roll(cluster: Cluster, name: str, interval: float = 5.0, timeout: float = 36
         sleep(interval)
 
 
+def quorum_reader(connect: Callable[[], Any]) -> Callable[[], Describe | None]:
+    """DescribeQuorum, as a Describe (kafka-python: confluent-kafka does not have it); None,
+    with a warning, when the quorum cannot be asked: the roll then restarts nothing until it
+    can (it asks again every interval, within its timeout)."""
+    said = {"now": ""}  # each leader (or failure) is logged once, not every interval
+
+    def tell(level: int, text: str) -> None:
+        if text != said["now"]:
+            log.log(level, "%s", text)
+            said["now"] = text
+
+    def read() -> Describe | None:
+        client = None
+        try:
+            client = connect()
+            quorum = from_admin(client.describe_metadata_quorum())
+            tell(logging.INFO, "the controller quorum has no leader" if quorum.leader is None
+                 else f"the active controller is node {quorum.leader} (epoch {quorum.epoch})")
+            return quorum
+        except Exception as e:
+            tell(logging.WARNING, f"cannot ask the controller quorum: {e}")
+            return None
+        finally:
+            if client is not None:
+                client.close()
+    return read
+
+
 def quorum_leader(connect: Callable[[], Any]) -> Callable[[], int | None]:
-    """The active controller's node id, from DescribeQuorum (kafka-python: confluent-kafka
-    does not have it); None, with a warning, when the quorum cannot be asked: the roll goes on
-    in ordinal order rather than stop."""
+    """The active controller's node id, from DescribeQuorum; None when there is none or the
+    quorum cannot be asked."""
+    read = quorum_reader(connect)
+
     def leader() -> int | None:
-        for attempt in range(3):
-            client = None
-            try:
-                client = connect()
-                answer = client.describe_metadata_quorum()["topics"][0]["partitions"][0]
-                log.info("the active controller is node %s (epoch %s)", answer["leader_id"],
-                         answer["leader_epoch"])
-                return int(answer["leader_id"])
-            except Exception as e:
-                log.warning("cannot ask the quorum for its leader (try %d of 3): %s", attempt + 1, e)
-                time.sleep(2)
-            finally:
-                if client is not None:
-                    client.close()
-        return None
+        quorum = read()
+        return quorum.leader if quorum is not None else None
     return leader
 
 
@@ -188,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restart-all", action="store_true",
                     help="restart every broker, not only those on an old template (a restart "
                          "by hand: kubectl create job --from=cronjob/kafka-restart ...)")
+    ap.add_argument("--max-lag", type=int, default=MAX_LAG,
+                    help="restart a controller only while every other voter is within this "
+                         f"many records of the quorum's leader (default {MAX_LAG}, "
+                         "hanzo_stream/quorum.py MAX_LAG)")
     a = ap.parse_args(argv)
     since = datetime.now(UTC) if a.restart_all else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s roller %(message)s")
@@ -212,8 +257,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = Cluster(
         statefulset=lambda: kube.get(STATEFULSETS, a.statefulset),
-        pod=lambda pod: kube.get(PODS, pod), delete=delete, leader=quorum_leader(connect))
-    restarted = roll(cluster, a.statefulset, a.interval, a.timeout, since=since)
+        pod=lambda pod: kube.get(PODS, pod), delete=delete, quorum=quorum_reader(connect))
+    restarted = roll(cluster, a.statefulset, a.interval, a.timeout, since=since,
+                     max_lag=a.max_lag)
     log.info("done: %s", f"restarted {', '.join(restarted)}" if restarted else "nothing to restart")
     return 0
 

@@ -44,6 +44,7 @@ from hanzo_stream.broker_config import (
     to_apache_env,
     to_bitnami_env,
 )
+from hanzo_stream.quorum import MAX_LAG
 from hanzo_stream.roll_gate import EVERYONE_GOES
 
 from .topology import PORTS, Topology
@@ -372,6 +373,14 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
     lost (only this pod runs this node id): once the new volume has caught up as an observer,
     the script removes that seat (`remove-controller` of the old directory) and adds itself
     on a later round, as KIP-853 prescribes for a lost disk.
+
+    The decision (the awk below: where this node stands, then the `case` on it) is
+    hanzo_stream/quorum.py's quorum_verdict, the one the roller uses, written again in awk
+    because this sidecar runs in the broker image, which has no Python (apache/kafka is a JRE
+    on Alpine) and must run Kafka's own `add-controller` / `remove-controller`, which the
+    Python image cannot (no JVM, no Kafka tools). tests/unit/test_infra_growth.py runs this
+    script's awk, and the whole script, against describe outputs recorded from real brokers
+    (tests/unit/data/quorum) and generated ones, and requires quorum_verdict's answers.
     """
     def peers(i: int) -> str:  # the other pods' controller endpoints
         return ",".join(f"{n.host}:{n.controller_port}" for n in top.nodes if n.node_id != i)
@@ -393,7 +402,7 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
         f"meta={_q(meta)}",
         f"work={_q(paths.join_dir)}",
         'interval="${HANZO_JOIN_INTERVAL:-10}"',
-        'max_lag="${HANZO_JOIN_MAX_LAG:-100}"',
+        f'max_lag="${{HANZO_JOIN_MAX_LAG:-{MAX_LAG}}}"',
         'call_timeout="${HANZO_JOIN_CALL_TIMEOUT:-90}"',
         "umask 077",
         f'rm -f "$work/{VOTER_MARKER}"',
@@ -415,7 +424,8 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
         '    state=$(awk -v id="$ordinal" -v dir="$dir" -v max="$max_lag" \'',
         '      $1 == id && ($NF == "Leader" || $NF == "Follower") {',
         '        if ($2 != dir) s = $2; else v = ($4 + 0 <= max + 0) ? "voter" : "behind " $4 }',
-        '      $1 == id && $NF == "Observer" { o = $4 }',
+        # Only this directory's row: a removed seat stays listed as an observer for minutes.
+        '      $1 == id && $2 == dir && $NF == "Observer" { o = $4 }',
         '      END { if (v != "") print v; else if (s != "") print "stale " s " " (o != "" ? o : "-");',
         '            else print (o != "" ? "observer " o : "absent") }\' "$work/out")',
         '    case "$state" in',

@@ -33,6 +33,7 @@ from ..broker_config import (
 )
 from ..connection import Connection
 from ..jvm import java, jit_flags
+from ..quorum import QuorumParseError, parse_status
 from ..secret_files import write_secret
 from ..versions import KAFKA_VERSION
 from .credentials import Credentials
@@ -442,12 +443,12 @@ def scale(home: Path, creds: Credentials, brokers: int, heap_mb: int = 768,
 def quorum_status(cluster: LocalCluster, admin_password: str) -> dict[str, list[int]]:
     """The controller quorum as its leader sees it: {"voters": [...], "observers": [...]}."""
     out = _quorum_tool(cluster, admin_password, ["describe", "--status"])
-    ids: dict[str, list[int]] = {}
-    for line in out.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("CurrentVoters", "CurrentObservers"):
-            ids[key.strip()[7:].lower()] = sorted(v["id"] for v in json.loads(value))
-    return ids
+    try:
+        status = parse_status(out)
+    except QuorumParseError as e:
+        raise BrokerFailed(f"kafka-metadata-quorum describe --status: {e}") from None
+    return {"voters": sorted(m.node for m in status.voters),
+            "observers": sorted(m.node for m in status.observers)}
 
 
 def add_controller(cluster: LocalCluster, node_id: int, admin_password: str,

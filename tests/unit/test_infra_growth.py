@@ -8,8 +8,12 @@ script runs here with sh against a stand-in kafka-metadata-quorum.sh that answer
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hanzo_stream.broker_config import broker_config
 from infra import broker
@@ -427,3 +431,145 @@ def test_stale_marker_from_before_a_restart_is_not_trusted(grown_out, tmp_path):
     pod.quorum("unreachable")
     proc, _ = pod.run(MAX_SLEEPS="2")
     assert proc.returncode == 0 and not pod.ready  # unready until the quorum says voter
+
+
+# --- the join script decides what hanzo_stream.quorum decides ----------------------------
+# The sidecar runs in the broker image, which has no Python: its decision is quorum_verdict
+# written again in awk and sh (infra/broker.py join_script). These hold the two together,
+# over the describe outputs recorded from real brokers (tests/unit/data/quorum) and over
+# generated ones.
+
+AWK = re.compile(r"""awk -v id="\$ordinal" -v dir="\$dir" -v max="\$max_lag" '(.*?)' "\$work/out"\)""",
+                 re.S)
+
+
+@pytest.fixture(scope="module")
+def seat_awk(grown_out) -> str:
+    """The awk program of the rendered join sidecar's command: where this node stands."""
+    (program,) = AWK.findall(join_container(grown_out)["command"][2])
+    return program
+
+
+def awk_seat(program: str, table: str, node: int, directory: str, max_lag: int, tmp) -> str:
+    f = tmp / "out"
+    f.write_text(table)
+    return subprocess.run(["awk", "-v", f"id={node}", "-v", f"dir={directory}", "-v",
+                           f"max={max_lag}", program, str(f)], capture_output=True, text=True,
+                          check=True, timeout=30).stdout.strip()
+
+
+def seat_words(v) -> str:
+    """A Verdict in the words the awk prints."""
+    lag = "-" if v.lag is None else str(v.lag)
+    return {"voter": "voter", "behind": f"behind {lag}", "stale": f"stale {v.old_directory} {lag}",
+            "observer": f"observer {lag}", "absent": "absent"}[v.seat]
+
+
+def as_pods(table: str) -> str:
+    """The local cluster numbers its nodes from 1, pods from 0: node n is pod n-1."""
+    out = []
+    for line in table.splitlines():
+        head, sep, rest = line.partition("\t")
+        out.append(f"{int(head) - 1:<6}{sep}{rest}" if head.strip().isdigit() else line)
+    return "\n".join(out) + "\n"
+
+
+def real_tables():
+    from .test_quorum import ANSWERED, recorded
+
+    for name in ANSWERED:
+        rec = recorded(name)
+        for node, directory in sorted(rec.directories.items()):
+            yield name, node - 1, directory, as_pods(rec.replication)
+
+
+ROW_DIRS = ("dirAAAAAAAAAAAAAAAAAAA", "dirBBBBBBBBBBBBBBBBBBB", "dirCCCCCCCCCCCCCCCCCCC")
+generated_rows = st.lists(st.tuples(
+    st.integers(0, 3), st.sampled_from(ROW_DIRS),
+    st.sampled_from([0, 1, 99, 100, 101, 5000]), st.sampled_from(["Leader", "Follower", "Observer"])),
+    max_size=7)
+
+
+def tool_table(rows, tabs: bool) -> str:
+    """describe --replication as the tool prints it (tab-separated, padded) or spaced."""
+    cells = [HEADER.split(), *([str(i), d, str(9000 - lag), str(lag), "1796655552145",
+                                "1796655552145", s] for i, d, lag, s in rows)]
+    if not tabs:
+        return "\n".join(" ".join(c) for c in cells) + "\n"
+    widths = [max(len(c[k]) for c in cells) for k in range(7)]
+    return "\n".join("\t".join(x.ljust(w) for x, w in zip(c, widths, strict=True)) + "\t"
+                     for c in cells) + "\n"
+
+
+def test_the_scripts_seat_is_quorum_verdicts_over_every_recorded_output(seat_awk, tmp_path):
+    from hanzo_stream.quorum import MAX_LAG, parse_replication, quorum_verdict
+
+    seen = set()
+    for name, node, directory, table in real_tables():
+        for max_lag in (MAX_LAG, 0):
+            v = quorum_verdict(parse_replication(table), node, directory, max_lag)
+            assert awk_seat(seat_awk, table, node, directory, max_lag, tmp_path) == seat_words(v), (
+                name, node, max_lag)
+            seen.add(v.seat)
+    assert seen == {"voter", "behind", "stale", "observer"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=generated_rows, node=st.integers(0, 3), directory=st.sampled_from(ROW_DIRS),
+       max_lag=st.sampled_from([0, 100]), tabs=st.booleans())
+def test_the_scripts_seat_is_quorum_verdicts_over_generated_tables(seat_awk, tmp_path_factory,
+                                                                   rows, node, directory,
+                                                                   max_lag, tabs):
+    from hanzo_stream.quorum import parse_replication, quorum_verdict
+
+    table = tool_table(rows, tabs)
+    v = quorum_verdict(parse_replication(table), node, directory, max_lag)
+    got = awk_seat(seat_awk, table, node, directory, max_lag, tmp_path_factory.mktemp("awk"))
+    assert got == seat_words(v), table
+
+
+def script_action(proc, calls: list[str], ready: bool) -> tuple[str, str]:
+    """What one round of the join script did: (action, the directory it removed)."""
+    from hanzo_stream.quorum import ADD, READY, REMOVE, WAIT
+
+    removed = [c.rsplit(" ", 1)[1] for c in calls if "remove-controller" in c]
+    if ready:
+        return READY, ""
+    if adds(calls):
+        return ADD, ""
+    return (REMOVE, removed[0]) if removed else (WAIT, "")
+
+
+def test_the_whole_script_acts_as_quorum_verdict_says_on_every_recorded_output(grown_out,
+                                                                              tmp_path):
+    """One round of the rendered script per recorded describe and node, against the stand-in
+    tool printing that very output: it marks itself ready, adds, removes the seat named, or
+    waits, exactly as quorum_verdict's action."""
+    from hanzo_stream.quorum import MAX_LAG, parse_replication, quorum_verdict
+
+    actions = set()
+    for k, (name, node, directory, table) in enumerate(real_tables()):
+        pod = Pod(tmp_path / f"{k}", node, grown_out, directory)
+        pod.quorum(table)
+        proc, calls = pod.run(MAX_SLEEPS="1")
+        assert proc.returncode == 0, proc.stderr
+        v = quorum_verdict(parse_replication(table), node, directory, MAX_LAG)
+        assert script_action(proc, calls, pod.ready) == (v.action, v.old_directory), (
+            name, node, proc.stderr)
+        actions.add(v.action)
+    assert actions == {"ready", "add", "remove", "wait"}
+
+
+def test_the_ghost_row_of_a_removed_seat_does_not_hold_the_add(grown_out, tmp_path):
+    """Recorded: after remove-controller the leader lists the old directory as an observer
+    of the same node for minutes, its lag past max_lag (108). The script adds the pod's own
+    directory at once (it used to read the last Observer row of its node id, the ghost's,
+    and wait up to 5 minutes with two voters left)."""
+    from .test_quorum import recorded
+
+    rec = recorded("old-seat-removed")
+    pod = Pod(tmp_path, 2, grown_out, rec.directories[3])
+    pod.quorum(as_pods(rec.replication))
+    (tmp_path / "add-replies").write_text("ok\n")
+    proc, calls = pod.run(MAX_SLEEPS="1")
+    assert proc.returncode == 0 and adds(calls), proc.stderr
