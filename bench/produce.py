@@ -144,7 +144,7 @@ def bench(conn: Connection, events_n: int, rounds: int) -> str:
                 for e in events]
     size = statistics.mean(len(v) for _, v in payloads)
     from hanzo_stream.client.router import Router
-    from hanzo_stream.client.validator import Validator
+    from hanzo_stream.schemas.validator import Validator
 
     same = Router(registry, Validator(schemas)).route_event(events[0])
     assert same.value == payloads[0][1] and same.key == payloads[0][0], "both sides must send the same bytes"

@@ -382,9 +382,9 @@ def replay_dead_letters(
 
     from . import replay
     from .client.router import Router
-    from .client.validator import Validator
     from .reconcile.secrets import load_passwords
     from .schemas.store import load_schemas
+    from .schemas.validator import Validator
 
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,

@@ -55,9 +55,9 @@ def iso(t: datetime) -> str:
 @cache
 def _router():
     from hanzo_stream.client.router import Router
-    from hanzo_stream.client.validator import Validator
     from hanzo_stream.registry import load_registry
     from hanzo_stream.schemas.store import load
+    from hanzo_stream.schemas.validator import Validator
 
     return Router(load_registry(ROOT / "topics.yaml"), Validator(load(ROOT / "schemas")))
 

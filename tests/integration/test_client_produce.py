@@ -26,8 +26,8 @@ from hanzo_stream.client.dead_letters import headers_dict
 from hanzo_stream.client.keying import partition
 from hanzo_stream.client.producer import DeliveryFailed, EventProducer, make_producer
 from hanzo_stream.client.router import Router
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.schemas.store import load
+from hanzo_stream.schemas.validator import Validator
 from tests.unit.test_client_fuzz import raw_inputs
 
 pytestmark = pytest.mark.integration

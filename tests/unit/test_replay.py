@@ -11,9 +11,9 @@ import pytest
 from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
 from hanzo_stream.client.router import Router
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.replay import MISSING, Letter, judge, judge_all
 from hanzo_stream.schemas.store import load
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = envelope.build("llm.usage.completed", "llm-gateway", {
