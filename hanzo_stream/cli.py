@@ -436,8 +436,11 @@ def _optional(module: str, attr: str):
     return getattr(importlib.import_module(module), attr, None)
 
 
+from .kube.cli import app as kube_app  # noqa: E402
 from .local.cli import app as local_app  # noqa: E402
 
+# `local kube` is mounted here, not by local/cli.py: kube/ imports local/, never the reverse.
+local_app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
 app.add_typer(local_app, name="local", help="The whole platform as local processes.")
 app.add_typer(dead_letters_app, name="dead-letters")
 for _name, _module in (("schemas", "hanzo_stream.schemas.cli"), ("jobs", "hanzo_stream.jobs.cli")):

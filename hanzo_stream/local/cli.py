@@ -17,13 +17,11 @@ from rich.table import Table
 
 from ..cli_common import EXIT, registry_or_exit, typer_app
 from ..cli_common import console as make_console
-from ..kube.cli import app as kube_app
 from ..monitoring.status import grouped as grouped_alerts
 from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
-app = typer_app()
-app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
+app = typer_app()  # hanzo_stream/cli.py mounts `local kube` on it: kube/ builds on local/
 console = make_console(stderr=True)
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
 
