@@ -28,7 +28,7 @@ from report import write_section  # noqa: E402
 
 from hanzo_stream.client import envelope  # noqa: E402
 from hanzo_stream.client.producer import EventProducer, producer_config  # noqa: E402
-from hanzo_stream.connection import Connection  # noqa: E402
+from hanzo_stream.core.connection import Connection  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
 from hanzo_stream.schemas.store import load  # noqa: E402
 

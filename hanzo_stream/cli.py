@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover
     from click.exceptions import ClickException, UsageError
 
 from .cli_common import EXIT, JsonOpt, console, errors_as_json, print_json, registry_or_exit, typer_app
-from .connection import ENV, Connection, ConnectionError_
+from .core.connection import ENV, Connection, ConnectionError_
 from .reconcile.replication import DEFAULT_THROTTLE
 from .reconcile.secrets import SECRETS_FILE_ENV
 
@@ -135,7 +135,7 @@ def _admin(conn: Connection):
     (and their log lines, which go nowhere: the diagnosis says what they would)."""
     import logging
 
-    from .diagnose import diagnose
+    from .core.diagnose import diagnose
     from .reconcile import CountingAdmin
 
     problem = diagnose(conn)
@@ -177,7 +177,7 @@ def check(
 ) -> None:
     """Connect and log in, or say exactly why not. TLS, SASL, credentials: each its own
     error. Exit 0/1."""
-    from .diagnose import diagnose
+    from .core.diagnose import diagnose
 
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
@@ -227,8 +227,8 @@ def client_properties(
 ) -> None:
     """Write this login as Java client properties. For a tool's --command-config (Kafka's own
     tools need none: `hanzo-stream kafka`)."""
+    from .core.secret_files import write_secret
     from .kafka_tools import client_properties as properties
-    from .secret_files import write_secret
 
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
@@ -252,7 +252,7 @@ def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle
     try:
         p = plan(admin, reg, opts)
     except Exception as e:
-        from .diagnose import diagnose
+        from .core.diagnose import diagnose
 
         admin.close()
         why = diagnose(conn) or e  # the specific cause (TLS, SASL, credentials), not a timeout

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 from . import versions
-from .paths import cache_dir
+from .core.paths import cache_dir
 
 
 class ToolchainError(RuntimeError):

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from . import versions as v
-from .paths import cache_dir
+from .core.paths import cache_dir
 from .versions import JMX_EXPORTER_VERSION, KAFKA_LOG4J2, KAFKA_VERSION, S3PROXY_VERSION, SCALA_BINARY
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from . import dead_letter as dl
 from .client.router import Accepted, Router
+from .core import dead_letter as dl
 from .registry import Registry
 from .registry.policy import PROTECTED_TOPICS
 

@@ -206,7 +206,7 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
 def main(argv: list[str] | None = None) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from .connection import Connection, pod_ordinal
+    from .core.connection import Connection, pod_ordinal
 
     ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roll_gate",
                                  description=__doc__.splitlines()[0])

@@ -178,7 +178,7 @@ def quorum_leader(connect: Callable[[], Any]) -> Callable[[], int | None]:
 
 def main(argv: list[str] | None = None) -> int:
     from . import in_cluster
-    from .connection import Connection
+    from .core.connection import Connection
 
     ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roller",
                                  description=__doc__.splitlines()[0])

@@ -32,7 +32,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .broker_config import BrokerSettings, broker_config
+from .core.broker_config import BrokerSettings, broker_config
 from .versions import KAFKA_VERSION
 
 LEGACY = "LEGACY"  # the standard's PLAINTEXT listener, kept through the transition

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hanzo_stream import takeover
-from hanzo_stream.broker_config import (
+from hanzo_stream.core.broker_config import (
     BrokerSettings,
     broker_config,
     from_apache_env,

@@ -21,7 +21,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from hanzo_stream.broker_config import Replication
+from hanzo_stream.core.broker_config import Replication
 from hanzo_stream.in_cluster import SA_DIR
 from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SAFE
 

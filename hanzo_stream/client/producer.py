@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from ..connection import Connection
+from ..core.connection import Connection
 from ..registry import Registry, load_registry
 from ..schemas.store import SchemaSet, load_schemas
 from ..schemas.validator import Validator

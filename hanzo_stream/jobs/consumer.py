@@ -54,7 +54,7 @@ import orjson
 
 from ..client.envelope import iso_ms
 from ..client.router import Accepted, Router
-from ..connection import Connection
+from ..core.connection import Connection
 from ..registry import Registry
 from ..schemas.store import SchemaSet
 from ..schemas.validator import Validator

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.paths import state_dir
 from ..jobs.s3 import S3Access
 from ..jvm import jit_flags
-from ..paths import state_dir
 from .node import Node
 
 ROOT = Path(__file__).resolve().parents[2]

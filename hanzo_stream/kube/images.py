@@ -53,9 +53,9 @@ from types import ModuleType
 
 from .. import jars
 from .. import versions as v
+from ..core.paths import cache_dir
 from ..kafka_tools import SCRIPTS, console_appender, tools_log4j2
 from ..local.kafka import LOG4J2
-from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import jars
-from ..broker_config import (
+from ..core.broker_config import (
     CLIENT,
     BrokerSettings,
     ExtraListener,
@@ -31,9 +31,9 @@ from ..broker_config import (
     quorum_format_args,
     to_server_properties,
 )
-from ..connection import Connection
+from ..core.connection import Connection
+from ..core.secret_files import write_secret
 from ..jvm import java, jit_flags
-from ..secret_files import write_secret
 from ..versions import KAFKA_VERSION
 from .credentials import Credentials
 from .tls import make_tls, tls_files

@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import jars, state
+from .. import jars
+from ..core import state
 from ..jobs.s3 import S3Access
 from ..jvm import java, jit_flags
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials

@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 from .. import versions
-from ..connection import Connection
+from ..core.connection import Connection
+from ..core.paths import cache_dir
 from ..jvm import java, jit_flags
-from ..paths import cache_dir
 from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import jars, takeover
-from ..broker_config import BrokerSettings, Node, jaas_config, to_server_properties
-from ..connection import Connection
+from ..core.broker_config import BrokerSettings, Node, jaas_config, to_server_properties
+from ..core.connection import Connection
+from ..core.secret_files import write_secret
 from ..jvm import java, jit_flags
-from ..secret_files import write_secret
 from .credentials import Credentials
 from .kafka import BrokerFailed, broker_jvm, free_ports, spawn_broker, stop_process
 from .tls import make_tls

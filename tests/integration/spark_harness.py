@@ -30,7 +30,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.jobs import s3
 from hanzo_stream.jobs.billing_ids import billing_id, event_id, settlement_id
 from hanzo_stream.reconcile.secrets import env_name

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from hanzo_stream.broker_config import Node
+from hanzo_stream.core.broker_config import Node
 from infra.broker import JAAS_SECRET
 from infra.cluster import STOP_WAIT_SECONDS
 from infra.credentials import RECONCILER_SECRET
@@ -158,7 +158,7 @@ def test_a_new_principal_and_the_next_ca_restart_no_broker(dev, tmp_path):
 
 LOGIN = """
 from confluent_kafka.admin import AdminClient
-from hanzo_stream.connection import Connection
+from hanzo_stream.core.connection import Connection
 AdminClient(Connection.from_env().confluent()).list_topics(timeout=60)
 """
 

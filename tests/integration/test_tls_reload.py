@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from hanzo_stream import tls_reload
-from hanzo_stream.broker_config import broker_config
+from hanzo_stream.core.broker_config import broker_config
 from hanzo_stream.local import credentials, kafka
 
 from .conftest import Cluster

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream.broker_config import broker_config
+from hanzo_stream.core.broker_config import broker_config
 from hanzo_stream.jars import kafka_classpath
 from hanzo_stream.jvm import java, jit_flags
 from infra import broker

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from hanzo_stream.broker_config import broker_config
+from hanzo_stream.core.broker_config import broker_config
 from infra import broker
 from infra.settings import parse
 from infra.topology import Topology

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hanzo_stream.broker_config import broker_config, jaas_config, to_server_properties
+from hanzo_stream.core.broker_config import broker_config, jaas_config, to_server_properties
 from hanzo_stream.registry import load_registry
 from infra import broker
 from infra.render import stack_config

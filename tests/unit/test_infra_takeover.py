@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hanzo_stream import takeover
-from hanzo_stream.broker_config import broker_config, jaas_config
+from hanzo_stream.core.broker_config import broker_config, jaas_config
 from infra import broker, policy
 from infra.settings import SettingsError, parse
 from infra.topology import Topology

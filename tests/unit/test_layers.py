@@ -8,8 +8,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "hanzo_stream"
-FLOOR = {"versions", "paths", "jars", "connection", "registry", "schemas", "client", "dead_letter",
-         "environment", "state", "jvm"}
+FLOOR = {"versions", "core", "jars", "registry", "schemas", "client", "jvm"}
 
 
 def layer_imports(path: Path) -> tuple[str, set[str]]:
@@ -58,6 +57,6 @@ def test_the_jobs_never_import_the_local_platform_or_the_node():
 
 def test_the_analysis_sees_imports():
     name, imports = layer_imports(PKG / "jobs" / "s3.py")
-    assert name == "hanzo_stream.jobs.s3" and imports == {"state"}
+    assert name == "hanzo_stream.jobs.s3" and imports == {"core"}
     # A lazy import inside a function counts: platform.py imports the jobs' s3 in one.
-    assert layer_imports(PKG / "local" / "platform.py")[1] >= {"jobs", "paths", "jars", "local", "state"}
+    assert layer_imports(PKG / "local" / "platform.py")[1] >= {"jobs", "core", "jars", "local"}

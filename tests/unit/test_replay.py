@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
 from hanzo_stream.client.router import Router
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.replay import MISSING, Letter, judge, judge_all
 from hanzo_stream.schemas.store import load
 from hanzo_stream.schemas.validator import Validator

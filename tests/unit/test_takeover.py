@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hanzo_stream import takeover
-from hanzo_stream.broker_config import BrokerSettings, Node, broker_config
+from hanzo_stream.core.broker_config import BrokerSettings, Node, broker_config
 
 
 def _settings(node_id: int = 0) -> BrokerSettings:

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from hanzo_stream import tls_reload
-from hanzo_stream.broker_config import BrokerSettings, Node, broker_config
+from hanzo_stream.core.broker_config import BrokerSettings, Node, broker_config
 
 PEM = serialization.Encoding.PEM
 NOW = dt.datetime(2026, 11, 27, 12, tzinfo=dt.UTC)

@@ -190,7 +190,7 @@ def test_pull_requests_validate_gate_and_plan_but_never_apply():
 
 def _secrets(job: dict) -> set[str]:
     """The repository secrets a job reads, without their common prefix (GitHub's names, not
-    variables the code reads: hanzo_stream/environment.py does not list them)."""
+    variables the code reads: hanzo_stream/core/environment.py does not list them)."""
     return set(re.findall(r"secrets\.HANZO_STREAM_([A-Z_]+)", yaml.safe_dump(job)))
 
 
