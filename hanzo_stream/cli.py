@@ -66,7 +66,7 @@ def version() -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
-    from . import versions
+    from .artifacts import versions
 
     try:
         mine = installed("hanzo-stream")
@@ -202,7 +202,7 @@ def kafka(ctx: typer.Context, tool: Annotated[str | None, typer.Argument(
              "kafka_tools.py")] = None) -> None:
     """Run a Kafka tool, logged in as this shell. The login is HANZO_STREAM_*: everything after
     TOOL is the tool's, and --bootstrap-server and --command-config are added. Exit: the tool's."""
-    from . import kafka_tools
+    from .artifacts import kafka_tools
 
     if tool in ("-h", "--help"):  # this command's own help; `kafka TOOL --help` is the tool's
         typer.echo(ctx.get_help())
@@ -227,8 +227,8 @@ def client_properties(
 ) -> None:
     """Write this login as Java client properties. For a tool's --command-config (Kafka's own
     tools need none: `hanzo-stream kafka`)."""
+    from .artifacts.kafka_tools import client_properties as properties
     from .core.secret_files import write_secret
-    from .kafka_tools import client_properties as properties
 
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)

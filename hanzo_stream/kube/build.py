@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import gotoolchain, versions
+from ..artifacts import gotoolchain, versions
 from ..core.paths import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,9 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import jars
+from ..artifacts import jars
+from ..artifacts.jvm import java, jit_flags
+from ..artifacts.versions import KAFKA_VERSION
 from ..core.broker_config import (
     CLIENT,
     BrokerSettings,
@@ -33,8 +35,6 @@ from ..core.broker_config import (
 )
 from ..core.connection import Connection
 from ..core.secret_files import write_secret
-from ..jvm import java, jit_flags
-from ..versions import KAFKA_VERSION
 from .credentials import Credentials
 from .tls import make_tls, tls_files
 

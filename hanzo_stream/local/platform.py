@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .. import jars
+from ..artifacts import jars
 from ..core import state
 from ..core.connection import ENV, Connection
 from ..core.paths import state_dir

@@ -12,11 +12,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import jars, takeover
+from .. import takeover
+from ..artifacts import jars
+from ..artifacts.jvm import java, jit_flags
 from ..core.broker_config import BrokerSettings, Node, jaas_config, to_server_properties
 from ..core.connection import Connection
 from ..core.secret_files import write_secret
-from ..jvm import java, jit_flags
 from .credentials import Credentials
 from .kafka import BrokerFailed, broker_jvm, free_ports, spawn_broker, stop_process
 from .tls import make_tls

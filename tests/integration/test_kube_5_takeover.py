@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jvm, takeover
+from hanzo_stream import takeover
+from hanzo_stream.artifacts import jvm
 from hanzo_stream.kube import images, netns
 from hanzo_stream.kube.deploy import Deployer
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jars
+from hanzo_stream.artifacts import jars
 from hanzo_stream.core import dead_letter
 from hanzo_stream.core.connection import ENV, Connection
 from hanzo_stream.local import credentials, kafka, kafka_exporter, prometheus

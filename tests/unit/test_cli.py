@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import versions
+from hanzo_stream.artifacts import versions
 from hanzo_stream.cli_common import EXIT
 from hanzo_stream.core.connection import ENV
 

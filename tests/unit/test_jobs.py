@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from hanzo_stream import jvm
+from hanzo_stream.artifacts import jvm
 from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.core.connection import ConnectionError_
 from hanzo_stream.jobs import archive, clickhouse, kafka_out, offsets, process, spark, spark_archive

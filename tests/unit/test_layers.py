@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "hanzo_stream"
-FLOOR = {"versions", "core", "jars", "registry", "schemas", "client", "jvm"}
+FLOOR = {"artifacts", "core", "registry", "schemas", "client"}
 
 
 def layer_imports(path: Path) -> tuple[str, set[str]]:
@@ -59,4 +59,4 @@ def test_the_analysis_sees_imports():
     name, imports = layer_imports(PKG / "jobs" / "s3.py")
     assert name == "hanzo_stream.jobs.s3" and imports == {"core"}
     # A lazy import inside a function counts: platform.py imports the jobs' s3 in one.
-    assert layer_imports(PKG / "local" / "platform.py")[1] >= {"jobs", "core", "jars", "local"}
+    assert layer_imports(PKG / "local" / "platform.py")[1] >= {"jobs", "core", "artifacts", "local"}

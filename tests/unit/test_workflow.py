@@ -150,7 +150,7 @@ def test_every_action_is_pinned_by_commit_and_go_is_the_pinned_release():
     assert go["with"]["go-version"] == "${{ steps.pins.outputs.go }}" and "GO_VERSION" in pins["run"]
     out = subprocess.run(["bash", "-c", pins["run"].replace('>> "$GITHUB_OUTPUT"', "")], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    from hanzo_stream.versions import GO_VERSION
+    from hanzo_stream.artifacts.versions import GO_VERSION
 
     assert out.strip() == f"go={GO_VERSION}"
 

@@ -17,9 +17,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .core.broker_config import to_server_properties
-from .core.connection import Connection
-from .core.secret_files import write_secret
+from ..core.broker_config import to_server_properties
+from ..core.connection import Connection
+from ..core.secret_files import write_secret
 from .jvm import java, jit_flags
 
 # Each script of Kafka 4.4.0 that the broker image ships, the broker entrypoint, its join
