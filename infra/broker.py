@@ -33,7 +33,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from hanzo_stream import takeover
 from hanzo_stream.core.broker_config import (
     BrokerSettings,
     broker_config,
@@ -44,7 +43,8 @@ from hanzo_stream.core.broker_config import (
     to_apache_env,
     to_bitnami_env,
 )
-from hanzo_stream.roll_gate import EVERYONE_GOES
+from hanzo_stream.pods import takeover
+from hanzo_stream.pods.roll_gate import EVERYONE_GOES
 
 from .topology import PORTS, Topology
 
@@ -84,7 +84,7 @@ class Paths:
     jmx_dir: str = "/opt/hanzo/jmx"  # emptyDir filled by the init container
     jmx_rules_dir: str = "/opt/hanzo/jmx-rules"  # ConfigMap with the rules file
     join_dir: str = "/tmp"  # the join sidecar's memory emptyDir: its command config, marker
-    gate_dir: str = "/gate"  # the roll gate's verdicts (hanzo_stream/roll_gate.py), read-only
+    gate_dir: str = "/gate"  # the roll gate's verdicts (hanzo_stream/pods/roll_gate.py), read-only
 
     @property
     def log_dirs(self) -> str:

@@ -14,7 +14,7 @@ SCALA_BINARY = "2.13"
 KAFKA_LOG4J2 = "2.25.5"
 
 # The standard's running cluster (insights-kafka, bitnami/kafka:3.7, KRaft combined mode): the
-# release the takeover starts from (hanzo_stream/takeover.py), its jars from Maven Central.
+# release the takeover starts from (hanzo_stream/pods/takeover.py), its jars from Maven Central.
 # renovate: held (the standard's running cluster, not ours to move)
 TAKEOVER_FROM_KAFKA = "3.7.2"
 # log4j 1 (reload4j) binding of Kafka 3.x, as its distribution ships it.

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "hanzo_stream"
-FLOOR = {"artifacts", "core", "registry", "schemas", "client"}
+FLOOR = {"artifacts", "core", "registry", "schemas", "client", "pods"}
 
 
 def layer_imports(path: Path) -> tuple[str, set[str]]:

@@ -1,4 +1,4 @@
-"""The roller (hanzo_stream/roller.py) against a model of the StatefulSet controller and the
+"""The roller (hanzo_stream/pods/roller.py) against a model of the StatefulSet controller and the
 quorum: every out-of-date broker restarted once, one at a time, each only when every pod is
 Ready (in sync), the active controller last, so a roll elects a leader once."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.roller import Cluster, Pod, Step, next_step, roll
+from hanzo_stream.pods.roller import Cluster, Pod, Step, next_step, roll
 
 OLD, NEW = "kafka-old", "kafka-new"
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)

@@ -10,7 +10,7 @@ this after every `pulumi up` that changes the pod template (infra/roller.py). Ea
 
 - wait until the StatefulSet controller has seen the new template, and every pod exists and
   is Ready. Ready means the roll gate's verdict: this broker's replicas are all in their ISR
-  (hanzo_stream/roll_gate.py), so a restarted broker counts as back only once caught up;
+  (hanzo_stream/pods/roll_gate.py), so a restarted broker counts as back only once caught up;
 - pick the next out-of-date pod, highest ordinal first, the active controller (asked of the
   quorum just before each pick, since it moves) last;
 - delete it, only that very pod (a uid precondition). Its preStop hook holds the broker until
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-log = logging.getLogger("hanzo_stream.roller")
+log = logging.getLogger("hanzo_stream.pods.roller")
 STATEFULSETS, PODS = "apis/apps/v1/statefulsets", "api/v1/pods"
 
 
@@ -177,10 +177,10 @@ def quorum_leader(connect: Callable[[], Any]) -> Callable[[], int | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..core.connection import Connection
     from . import in_cluster
-    from .core.connection import Connection
 
-    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roller",
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.pods.roller",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--statefulset", default=os.environ.get("STATEFULSET", "kafka"))
     ap.add_argument("--interval", type=float, default=5.0)
