@@ -375,12 +375,12 @@ def replay_dead_letters(
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Put dead letters back on their topics, checked. Each needs (hanzo_stream/replay.py)
+    """Put dead letters back on their topics, checked. Each needs (hanzo_stream/client/replay.py)
     a registry topic, a plausible stage, bytes that pass the topic's contract now; written as a
     producer of that topic, never as the admin. Exit 0: all replayed; 1: some refused or failed."""
     import dataclasses
 
-    from . import replay
+    from .client import replay
     from .client.router import Router
     from .reconcile.secrets import load_passwords
     from .schemas.store import load_schemas

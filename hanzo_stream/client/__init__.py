@@ -1,4 +1,6 @@
-"""The Python client every service uses: envelopes, validation, keying, produce, consume.
+"""The Python client every service uses: envelopes, validation, keying, produce, consume, and
+its dead letters: parked when an event cannot be sent (dead_letters), put back, each judged
+first, by `hanzo-stream dead-letters replay` (replay).
 
 See docs/client.md. The pieces are importable on their own (router, keying, and the validator,
 which lives with the schemas it checks: schemas/validator.py) so other tools reuse them without
