@@ -29,12 +29,12 @@ from report import write_section  # noqa: E402
 
 from hanzo_stream.client.producer import EventProducer, make_producer  # noqa: E402
 from hanzo_stream.client.router import Router  # noqa: E402
-from hanzo_stream.client.validator import Validator  # noqa: E402
 from hanzo_stream.local import credentials, failover, kafka  # noqa: E402
 from hanzo_stream.local.failover import Ledger, Tally  # noqa: E402
 from hanzo_stream.reconcile import CountingAdmin, reconcile  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
 from hanzo_stream.schemas.store import load  # noqa: E402
+from hanzo_stream.schemas.validator import Validator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,10 +36,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from report import write_section  # noqa: E402  (first: the JVMs run with C2, as in production)
 
-from hanzo_stream import jars  # noqa: E402
+from hanzo_stream.artifacts import jars  # noqa: E402
 from hanzo_stream.client.envelope import iso_ms  # noqa: E402
 from hanzo_stream.client.producer import producer_config  # noqa: E402
-from hanzo_stream.connection import Connection  # noqa: E402
+from hanzo_stream.core.connection import Connection  # noqa: E402
 from hanzo_stream.jobs import process as jobs  # noqa: E402
 from hanzo_stream.local import credentials, kafka  # noqa: E402
 from hanzo_stream.reconcile.secrets import env_name  # noqa: E402

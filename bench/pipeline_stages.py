@@ -215,13 +215,13 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from hanzo_stream.client.router import Router
-    from hanzo_stream.client.validator import Validator
     from hanzo_stream.jobs import events
     from hanzo_stream.jobs.clickhouse import ChdbSink
     from hanzo_stream.jobs.contract import compile_contract
     from hanzo_stream.jobs.spark import connector_jars
     from hanzo_stream.registry import load_registry
     from hanzo_stream.schemas.store import load_schemas
+    from hanzo_stream.schemas.validator import Validator
 
     home = Path(tempfile.mkdtemp(prefix="hs-stages-"))
     creds = credentials.of_home(home)

@@ -28,7 +28,7 @@ from report import write_section  # noqa: E402
 
 from hanzo_stream.client import envelope  # noqa: E402
 from hanzo_stream.client.producer import EventProducer, producer_config  # noqa: E402
-from hanzo_stream.connection import Connection  # noqa: E402
+from hanzo_stream.core.connection import Connection  # noqa: E402
 from hanzo_stream.registry import load_registry  # noqa: E402
 from hanzo_stream.schemas.store import load  # noqa: E402
 
@@ -144,7 +144,7 @@ def bench(conn: Connection, events_n: int, rounds: int) -> str:
                 for e in events]
     size = statistics.mean(len(v) for _, v in payloads)
     from hanzo_stream.client.router import Router
-    from hanzo_stream.client.validator import Validator
+    from hanzo_stream.schemas.validator import Validator
 
     same = Router(registry, Validator(schemas)).route_event(events[0])
     assert same.value == payloads[0][1] and same.key == payloads[0][0], "both sides must send the same bytes"

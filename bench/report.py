@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 # Every bench script imports this module first. Benchmarks measure the JVMs as production runs
-# them, with C2 (the local platform's quick C1-only JIT is for starting: hanzo_stream/jvm.py).
+# them, with C2 (the local platform's quick C1-only JIT is for starting: hanzo_stream/artifacts/jvm.py).
 os.environ.setdefault("HANZO_STREAM_LOCAL_JIT", "full")
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

@@ -152,8 +152,8 @@ def worker(cfg: dict) -> dict:
 
 def baseline_python() -> Path:
     """A virtualenv with the 3.5 line's PySpark (and pyarrow, for Arrow to the driver)."""
-    from hanzo_stream.jars import cache_dir
-    from hanzo_stream.versions import SPARK_BASELINE_VERSION
+    from hanzo_stream.artifacts.jars import cache_dir
+    from hanzo_stream.artifacts.versions import SPARK_BASELINE_VERSION
 
     env = cache_dir() / "bench" / f"spark-{SPARK_BASELINE_VERSION}"
     python = env / "bin" / "python"
@@ -166,7 +166,7 @@ def baseline_python() -> Path:
 
 
 def baseline_jars() -> list[str]:
-    from hanzo_stream import versions
+    from hanzo_stream.artifacts import versions
     from hanzo_stream.jobs.spark import connector_jars
 
     return [str(p) for p in connector_jars(versions.SPARK_BASELINE_VERSION, versions.SPARK_BASELINE_SCALA,
@@ -221,10 +221,10 @@ def main() -> None:
     from pipeline import EVENTS, LLM
     from report import write_section
 
+    from hanzo_stream.artifacts.versions import SPARK_BASELINE_VERSION, SPARK_VERSION
     from hanzo_stream.jobs import events
     from hanzo_stream.jobs.spark import connector_jars
     from hanzo_stream.local import credentials, kafka
-    from hanzo_stream.versions import SPARK_BASELINE_VERSION, SPARK_VERSION
 
     pythons = {SPARK_VERSION: Path(sys.executable), SPARK_BASELINE_VERSION: baseline_python()}
     jar_sets = {SPARK_VERSION: [str(p) for p in connector_jars()], SPARK_BASELINE_VERSION: baseline_jars()}

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover
     from click.exceptions import ClickException, UsageError
 
 from .cli_common import EXIT, JsonOpt, console, errors_as_json, print_json, registry_or_exit, typer_app
-from .connection import ENV, Connection, ConnectionError_
+from .core.connection import ENV, Connection, ConnectionError_
 from .reconcile.replication import DEFAULT_THROTTLE
 from .reconcile.secrets import SECRETS_FILE_ENV
 
@@ -66,7 +66,7 @@ def version() -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
-    from . import versions
+    from .artifacts import versions
 
     try:
         mine = installed("hanzo-stream")
@@ -135,7 +135,7 @@ def _admin(conn: Connection):
     (and their log lines, which go nowhere: the diagnosis says what they would)."""
     import logging
 
-    from .diagnose import diagnose
+    from .core.diagnose import diagnose
     from .reconcile import CountingAdmin
 
     problem = diagnose(conn)
@@ -177,7 +177,7 @@ def check(
 ) -> None:
     """Connect and log in, or say exactly why not. TLS, SASL, credentials: each its own
     error. Exit 0/1."""
-    from .diagnose import diagnose
+    from .core.diagnose import diagnose
 
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
@@ -202,7 +202,7 @@ def kafka(ctx: typer.Context, tool: Annotated[str | None, typer.Argument(
              "kafka_tools.py")] = None) -> None:
     """Run a Kafka tool, logged in as this shell. The login is HANZO_STREAM_*: everything after
     TOOL is the tool's, and --bootstrap-server and --command-config are added. Exit: the tool's."""
-    from . import kafka_tools
+    from .artifacts import kafka_tools
 
     if tool in ("-h", "--help"):  # this command's own help; `kafka TOOL --help` is the tool's
         typer.echo(ctx.get_help())
@@ -227,8 +227,8 @@ def client_properties(
 ) -> None:
     """Write this login as Java client properties. For a tool's --command-config (Kafka's own
     tools need none: `hanzo-stream kafka`)."""
-    from .kafka_tools import client_properties as properties
-    from .secret_files import write_secret
+    from .artifacts.kafka_tools import client_properties as properties
+    from .core.secret_files import write_secret
 
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
                        sasl_password, ca_file)
@@ -252,7 +252,7 @@ def _plan(reg, conn, allow_delete, max_deletions, rotate, secrets_file, throttle
     try:
         p = plan(admin, reg, opts)
     except Exception as e:
-        from .diagnose import diagnose
+        from .core.diagnose import diagnose
 
         admin.close()
         why = diagnose(conn) or e  # the specific cause (TLS, SASL, credentials), not a timeout
@@ -375,16 +375,16 @@ def replay_dead_letters(
     sasl_mechanism: Mechanism = None, sasl_username: Username = None,
     sasl_password: Password = None, ca_file: CaFile = None,
 ) -> None:
-    """Put dead letters back on their topics, checked. Each needs (hanzo_stream/replay.py)
+    """Put dead letters back on their topics, checked. Each needs (hanzo_stream/client/replay.py)
     a registry topic, a plausible stage, bytes that pass the topic's contract now; written as a
     producer of that topic, never as the admin. Exit 0: all replayed; 1: some refused or failed."""
     import dataclasses
 
-    from . import replay
+    from .client import replay
     from .client.router import Router
-    from .client.validator import Validator
     from .reconcile.secrets import load_passwords
     from .schemas.store import load_schemas
+    from .schemas.validator import Validator
 
     reg = _registry(registry)
     conn = _connection(bootstrap, security_protocol, sasl_mechanism, sasl_username,
@@ -436,8 +436,11 @@ def _optional(module: str, attr: str):
     return getattr(importlib.import_module(module), attr, None)
 
 
+from .kube.cli import app as kube_app  # noqa: E402
 from .local.cli import app as local_app  # noqa: E402
 
+# `local kube` is mounted here, not by local/cli.py: kube/ imports local/, never the reverse.
+local_app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
 app.add_typer(local_app, name="local", help="The whole platform as local processes.")
 app.add_typer(dead_letters_app, name="dead-letters")
 for _name, _module in (("schemas", "hanzo_stream.schemas.cli"), ("jobs", "hanzo_stream.jobs.cli")):

@@ -33,8 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from hanzo_stream import takeover
-from hanzo_stream.broker_config import (
+from hanzo_stream.core.broker_config import (
     BrokerSettings,
     broker_config,
     from_apache_env,
@@ -44,8 +43,9 @@ from hanzo_stream.broker_config import (
     to_apache_env,
     to_bitnami_env,
 )
-from hanzo_stream.quorum import MAX_LAG
-from hanzo_stream.roll_gate import EVERYONE_GOES
+from hanzo_stream.pods import takeover
+from hanzo_stream.pods.quorum import MAX_LAG
+from hanzo_stream.pods.roll_gate import EVERYONE_GOES
 
 from .topology import PORTS, Topology
 
@@ -85,7 +85,7 @@ class Paths:
     jmx_dir: str = "/opt/hanzo/jmx"  # emptyDir filled by the init container
     jmx_rules_dir: str = "/opt/hanzo/jmx-rules"  # ConfigMap with the rules file
     join_dir: str = "/tmp"  # the join sidecar's memory emptyDir: its command config, marker
-    gate_dir: str = "/gate"  # the roll gate's verdicts (hanzo_stream/roll_gate.py), read-only
+    gate_dir: str = "/gate"  # the roll gate's verdicts (hanzo_stream/pods/roll_gate.py), read-only
 
     @property
     def log_dirs(self) -> str:
@@ -375,7 +375,7 @@ def join_script(flavor: Flavor, top: Topology, paths: Paths = Paths()) -> str:
     on a later round, as KIP-853 prescribes for a lost disk.
 
     The decision (the awk below: where this node stands, then the `case` on it) is
-    hanzo_stream/quorum.py's quorum_verdict, the one the roller uses, written again in awk
+    hanzo_stream/pods/quorum.py's quorum_verdict, the one the roller uses, written again in awk
     because this sidecar runs in the broker image, which has no Python (apache/kafka is a JRE
     on Alpine) and must run Kafka's own `add-controller` / `remove-controller`, which the
     Python image cannot (no JVM, no Kafka tools). tests/unit/test_infra_growth.py runs this

@@ -21,9 +21,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from hanzo_stream.broker_config import Replication
-from hanzo_stream.in_cluster import SA_DIR
-from hanzo_stream.roll_gate import ALIVE, IN_SYNC, SAFE
+from hanzo_stream.core.broker_config import Replication
+from hanzo_stream.pods.in_cluster import SA_DIR
+from hanzo_stream.pods.roll_gate import ALIVE, IN_SYNC, SAFE
 
 from . import broker, roller, security_context
 from .broker import Flavor, Paths, Rendered
@@ -127,14 +127,14 @@ def roll_gate_container(s: StackSettings, top: Topology) -> dict:
     """The roll gate as a native sidecar (an init container that restarts Always): it starts
     before the broker and, unlike a regular container, keeps running until the broker has
     stopped, so the broker's preStop hook can wait for its verdict. Ready = this broker's
-    replicas are all in their ISR; see hanzo_stream/roll_gate.py. It alone in the pod has a
+    replicas are all in their ISR; see hanzo_stream/pods/roll_gate.py. It alone in the pod has a
     service account token, to read its StatefulSet (roll_gate_rbac): a set being deleted
     releases every held stop."""
     return {
         "name": "roll-gate",
         "image": s.reconcilerImage,
         "restartPolicy": "Always",
-        "command": ["python", "-m", "hanzo_stream.roll_gate", "--dir", GATE_DIR],
+        "command": ["python", "-m", "hanzo_stream.pods.roll_gate", "--dir", GATE_DIR],
         "env": [*sidecar_admin_env(top), {"name": "STATEFULSET", "value": top.statefulset}],
         "readinessProbe": {"exec": {"command": [
             "/bin/sh", "-c", _fresh(f"{GATE_DIR}/{IN_SYNC}", 30)]}, "periodSeconds": 5},
@@ -151,14 +151,14 @@ def roll_gate_container(s: StackSettings, top: Topology) -> dict:
 
 
 def tls_reload_container(s: StackSettings, top: Topology, paths: Paths = Paths()) -> dict:
-    """Serves a renewed certificate without a restart (hanzo_stream/tls_reload.py): when the
+    """Serves a renewed certificate without a restart (hanzo_stream/pods/tls_reload.py): when the
     mounted TLS Secret changes (cert-manager, or `pulumi up` renewing the self-signed one), it
     checks the new pair, writes it over the broker's copy in the shared run directory and asks
     its broker to re-read its stores. A per-broker config change needs the admin."""
     return {
         "name": "tls-reload",
         "image": s.reconcilerImage,
-        "command": ["python", "-m", "hanzo_stream.tls_reload", "--tls-dir", paths.tls_dir,
+        "command": ["python", "-m", "hanzo_stream.pods.tls_reload", "--tls-dir", paths.tls_dir,
                     "--keystore", paths.keystore, "--properties", paths.properties],
         "env": sidecar_admin_env(top),
         "resources": {"requests": {"cpu": "5m", "memory": "64Mi"},

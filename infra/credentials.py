@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from hanzo_stream.broker_config import jaas_config, to_server_properties
+from hanzo_stream.core.broker_config import jaas_config, to_server_properties
 from hanzo_stream.registry import Registry
 
 from . import generated

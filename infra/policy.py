@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from hanzo_stream.takeover import LEGACY
+from hanzo_stream.pods.takeover import LEGACY
 
 from .broker import FLAVORS, properties_from_env
 from .topology import PART_OF

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pulumi
 
-from hanzo_stream import tls_reload
-from hanzo_stream.broker_config import kraft_uuid
+from hanzo_stream.core.broker_config import kraft_uuid
+from hanzo_stream.pods import tls_reload
 from hanzo_stream.registry import load_registry
 
 from . import (

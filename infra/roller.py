@@ -1,6 +1,6 @@
 """The roll of a 3+ broker stack: its StatefulSet is `OnDelete`, and a Job made for each pod
 template restarts the out-of-date brokers one at a time, the active controller last
-(hanzo_stream/roller.py says why and how). `pulumi up` waits for the Job: the update ends
+(hanzo_stream/pods/roller.py says why and how). `pulumi up` waits for the Job: the update ends
 when the roll has ended.
 
 The Job's name carries the template's digest, so a new template makes a new Job (Jobs are
@@ -72,7 +72,7 @@ def _template(s: StackSettings, top: Topology, *args: str) -> dict:
         "containers": [{
             "name": "roll",
             "image": s.reconcilerImage,
-            "command": ["python", "-m", "hanzo_stream.roller", "--statefulset", top.statefulset,
+            "command": ["python", "-m", "hanzo_stream.pods.roller", "--statefulset", top.statefulset,
                         "--timeout", str(60 * minutes(top)), *args],
             "env": connection_env(top, platform.ROLLER),
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},

@@ -7,7 +7,7 @@ principal's Secret. `_schemas` gets the cluster's replication factor.
 
 from __future__ import annotations
 
-from hanzo_stream.broker_config import Replication
+from hanzo_stream.core.broker_config import Replication
 
 from . import security_context
 from .credentials import mechanism, password_env

@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from hanzo_stream import jars
-from hanzo_stream import versions as v
+from hanzo_stream.artifacts import jars
+from hanzo_stream.artifacts import versions as v
 from hanzo_stream.jobs.postgres import DSN_ENV
 from hanzo_stream.registry import Registry
 
@@ -52,7 +52,7 @@ POSTGRES_SECRET = "hanzo-stream-postgres"  # key `dsn`, from the postgresDsn sec
 
 def connector_jars(spark_version: str = v.SPARK_VERSION, scala: str = v.SPARK_SCALA) -> list[str]:
     """Spark's Kafka connector and what it needs at run time, plus s3a for checkpoints and
-    the archive (hanzo_stream/jars.py): the files baked into the image (docs/images.md)."""
+    the archive (hanzo_stream/artifacts/jars.py): the files baked into the image (docs/images.md)."""
     return [jars.jar_name(c) for c in [*jars.spark_connector(spark_version, scala), *jars.SPARK_S3A]]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hanzo_stream.broker_config import Node
+from hanzo_stream.core.broker_config import Node
 
 from .settings import PORTS, StackSettings
 

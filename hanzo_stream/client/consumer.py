@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..connection import Connection
+from ..core.connection import Connection
 from ..registry import Group, Registry, load_registry
 from .producer import registry_file
 

@@ -1,6 +1,6 @@
 """Dead-letter records from refused events: original bytes as the value, provenance in headers.
 
-The record itself is built by hanzo_stream/dead_letter.py, shared with the Spark jobs.
+The record itself is built by hanzo_stream/core/dead_letter.py, shared with the Spark jobs.
 A producer-side refusal was never written to Kafka, so partition and offset are -1. A value
 too large even for dead_letter (past DEAD_LETTER_MAX_VALUE) keeps its first bytes plus its
 size and sha256, so nothing is silently dropped and the loss is visible.
@@ -8,7 +8,7 @@ size and sha256, so nothing is silently dropped and the loss is visible.
 
 from __future__ import annotations
 
-from ..dead_letter import DEAD_LETTER_MAX_VALUE, DeadLetterRecord, dead_letter_record
+from ..core.dead_letter import DEAD_LETTER_MAX_VALUE, DeadLetterRecord, dead_letter_record
 from .envelope import iso_ms
 from .router import Refused
 

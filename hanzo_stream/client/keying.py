@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import refusals as R
-from .refusals import Invalid
+from ..schemas import refusals as R
+from ..schemas.refusals import Invalid
 
 
 def key_value(event: dict[str, Any], field: str) -> Any:

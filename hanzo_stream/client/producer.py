@@ -21,12 +21,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from ..connection import Connection
+from ..core.connection import Connection
 from ..registry import Registry, load_registry
 from ..schemas.store import SchemaSet, load_schemas
+from ..schemas.validator import Validator
 from .dead_letters import record
 from .router import MAX_EVENT_BYTES, Accepted, Refused, Router
-from .validator import Validator
 
 # How long a record may take from send() to its outcome: long enough to ride out a leader
 # election or a broker restart; then the application is told it failed.

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 
 from ..registry import Registry, Topic
-from . import refusals as R
+from ..schemas import refusals as R
+from ..schemas.validator import Invalid, Validator
 from .keying import key_for
-from .validator import Invalid, Validator
 
 MAX_EVENT_BYTES = 256 * 1024  # an event, not a blob: keeps dead_letter able to hold it whole
 # Deeper JSON is malformed. The JVM's parser (Jackson) stops at 1000 levels and the jobs wrap

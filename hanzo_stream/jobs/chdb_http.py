@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .. import state
+from ..core import state
 
 PORT_ENV = "HANZO_STREAM_SQL_PORT"  # the endpoint's port on 127.0.0.1; 0 (default): a free one
 RECORD = "sql"  # <job state dir>/sql.json: {pid, port, url}, as the local daemons' records

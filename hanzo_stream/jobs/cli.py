@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from ..cli_common import JsonOpt, console, print_json, typer_app
-from ..connection import ConnectionError_
+from ..core.connection import ConnectionError_
 from ..registry import RegistryInvalid, load_registry
 from .process import CheckpointBusy, hold_checkpoint, record_exit
 from .spec import SpecInvalid, list_specs, load_spec

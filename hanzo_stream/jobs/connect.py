@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .. import state
-from ..connection import Connection, ConnectionError_
+from ..core import state
+from ..core.connection import Connection, ConnectionError_
 from ..reconcile.secrets import env_name
 
 

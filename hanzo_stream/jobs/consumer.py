@@ -54,10 +54,10 @@ import orjson
 
 from ..client.envelope import iso_ms
 from ..client.router import Accepted, Router
-from ..client.validator import Validator
-from ..connection import Connection
+from ..core.connection import Connection
 from ..registry import Registry
 from ..schemas.store import SchemaSet
+from ..schemas.validator import Validator
 from .kafka_out import KafkaOut, Rejected
 from .llm_metrics import LlmUsage, Settings
 from .offsets import commit_retrying

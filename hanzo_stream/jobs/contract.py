@@ -10,7 +10,7 @@ client step by step:
    VARIANT, which keeps each value's JSON type and a number's decimal text);
 2. the event type's JSON Schema, one rule per keyword, in the client's order of blame: the
    shallowest problem first, then type < required < const < unknown field < enum < the rest
-   (hanzo_stream.client.validator.RANK); a missing or empty topic key is key.missing;
+   (hanzo_stream.schemas.validator.RANK); a missing or empty topic key is key.missing;
 3. a type with no schema -> event.unknown_type. A type of another topic (or of none) is
    DEFERRED: the job's driver settles those rare rows with the client itself (Contract.settle),
    so the ~600 rules of the other types stay out of every task. Their size, not their
@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..client import refusals as R
 from ..client.router import MAX_EVENT_BYTES, MAX_JSON_DEPTH, Router
-from ..client.validator import RANK, RANK_OTHER, Validator, timestamp_pattern
 from ..registry import Registry
+from ..schemas import refusals as R
 from ..schemas.patterns import PATTERN_INPUT_MAX, guard_patterns
 from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
+from ..schemas.validator import RANK, RANK_OTHER, Validator, timestamp_pattern
 
 MONEY = (38, 12)  # a JSON number is read as DECIMAL(38,12): exact to 1e-12, half-up beyond
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
@@ -259,7 +259,7 @@ def rules_for(place: _Place, node: Node, event_type: str, counter: list[int], ts
 
     def add(kw: str, refusal: R.Refusal, fld: Any, failed: Any, at: tuple[str, ...] = path,
             **values: Any) -> None:
-        """A rule whose message is the refusal's (client/refusals.py), as the client words it."""
+        """A rule whose message is the refusal's (schemas/refusals.py), as the client words it."""
         counter[0] += 1
         out.append(Rule(len(at), RANK.get(kw, RANK_OTHER), at, refusal.error_class, fld,
                         refusal.column(F, **values), failed, counter[0]))

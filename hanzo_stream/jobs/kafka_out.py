@@ -8,7 +8,7 @@ value, headers and, for billing, the same deterministic id), so consumers dedupl
 id, and dead-letter readers by the provenance headers (source topic, partition, offset).
 
 No input can stop a job: a value too large for dead_letter is truncated visibly
-(hanzo_stream/dead_letter.py). Transient broker trouble is retried a bounded number of
+(hanzo_stream/core/dead_letter.py). Transient broker trouble is retried a bounded number of
 times; what still fails raises DeliveryFailed naming the record's provenance, so the batch
 fails loudly and Spark never commits past the record.
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 
 from ..client.producer import DELIVERY_TIMEOUT_S, producer_config
-from ..connection import Connection
-from ..dead_letter import DeadLetterRecord, dead_letter_record
+from ..core.connection import Connection
+from ..core.dead_letter import DeadLetterRecord, dead_letter_record
 
 # The client library's settings: idempotent, retried by librdkafka until the delivery
 # timeout, so a broker failover costs a pause, not a failed batch.

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..connection import Connection
+from ..core.connection import Connection
 
 log = logging.getLogger("hanzo_stream.jobs")
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from .. import state
+from ..core import state
 
 
 def job_dir(name: str, home: Path) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..connection import Connection
+from ..core.connection import Connection
 from ..registry import Registry, load_registry
 from ..schemas.store import SchemaSet, load_schemas
 from . import s3

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .. import state
+from ..core import state
 
 ENDPOINT_ENV = "HANZO_STREAM_S3_ENDPOINT"
 ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"

@@ -1,6 +1,6 @@
 """The Spark session a job runs in: connector jars from Maven Central, modest local defaults.
 
-Jars are fetched once into the cache (hanzo_stream.jars) and passed with spark.jars,
+Jars are fetched once into the cache (hanzo_stream.artifacts.jars) and passed with spark.jars,
 so a job start never resolves dependencies (spark.jars.packages would, every time, and
 fails without a network). Only the four jars the connector needs are fetched: its Maven
 closure would add a second Hadoop, Scala and SLF4J next to PySpark's own.
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import jars
-from ..jvm import jit_flags
+from ..artifacts import jars
+from ..artifacts.jvm import jit_flags
 from . import s3, spark_archive
 from .s3 import S3Access
 from .spec import JobSpec
@@ -22,12 +22,12 @@ from .spec import JobSpec
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from ..versions import SPARK_AWS_SDK as AWS_SDK
-from ..versions import SPARK_COMMONS_POOL2 as COMMONS_POOL2
-from ..versions import SPARK_HADOOP as HADOOP
-from ..versions import SPARK_KAFKA_CLIENTS as KAFKA_CLIENTS
-from ..versions import SPARK_SCALA as SCALA
-from ..versions import SPARK_VERSION
+from ..artifacts.versions import SPARK_AWS_SDK as AWS_SDK
+from ..artifacts.versions import SPARK_COMMONS_POOL2 as COMMONS_POOL2
+from ..artifacts.versions import SPARK_HADOOP as HADOOP
+from ..artifacts.versions import SPARK_KAFKA_CLIENTS as KAFKA_CLIENTS
+from ..artifacts.versions import SPARK_SCALA as SCALA
+from ..artifacts.versions import SPARK_VERSION
 
 DEFAULT_MASTER = "local[2]"
 
@@ -113,7 +113,7 @@ def session_conf(spec: JobSpec, master: str | None = None, env: dict[str, str] |
         conf["spark.jars"] = ",".join(str(j) for j in jar_list)
         if conf["spark.master"].startswith("local"):  # nothing of a local job listens off-host
             conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
-            # The driver is the executor: the local JIT (hanzo_stream/jvm.py) and, with it,
+            # The driver is the executor: the local JIT (hanzo_stream/artifacts/jvm.py) and, with it,
             # the classes mapped from the local archive (spark_archive.py).
             if flags := jit_flags(env):
                 conf["spark.driver.extraJavaOptions"] = " ".join([*flags, *spark_archive.flags(env)])

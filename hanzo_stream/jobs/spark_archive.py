@@ -1,4 +1,4 @@
-"""The local Spark drivers' class archive (hanzo_stream/jvm.py): its jars and its training.
+"""The local Spark drivers' class archive (hanzo_stream/artifacts/jvm.py): its jars and its training.
 
 A local job's driver spends most of its start loading classes out of PySpark's 276 jars.
 Measured on this machine's 2 cores (a session, then a small aggregation): start 16.5 -> 5.8 s,
@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import jvm
+from ..artifacts import jvm
 
 NAME = "spark"
 

@@ -148,7 +148,7 @@ def list_specs(consumers_dir: Path) -> list[str]:
 def load_spec(name: str, registry: Registry, consumers_dir: Path = Path("consumers"),
               home: Path | None = None) -> JobSpec:
     """Read consumers/<name>.yaml and check it against the registry; raise SpecInvalid."""
-    from ..paths import state_dir
+    from ..core.paths import state_dir
 
     home = (home or state_dir()).resolve()
     path = Path(consumers_dir) / f"{name}.yaml"
@@ -272,7 +272,7 @@ def _check_sinks(sinks: dict[str, Sink], group: Group, registry: Registry, file:
                                 f"a producer of {topic.name}; add it to the topic's producers in "
                                 "topics.yaml")
         if s.type == "dead_letter":
-            from ..dead_letter import TOPIC
+            from ..core.dead_letter import TOPIC
 
             dl = topics.get(TOPIC)
             if dl is None or (WILDCARD not in dl.producers and group.principal not in dl.producers):

@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import gotoolchain, versions
-from ..paths import cache_dir
+from ..artifacts import gotoolchain, versions
+from ..core.paths import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "kube"

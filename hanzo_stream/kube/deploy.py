@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.jvm import jit_flags
+from ..core.paths import state_dir
 from ..jobs.s3 import S3Access
-from ..jvm import jit_flags
-from ..paths import state_dir
 from .node import Node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ LOCAL: dict[str, dict[str, Any]] = {
 
 
 def local_jvm() -> dict[str, Any]:
-    """The node's JVMs start as the local platform's do (hanzo_stream/jvm.py): brokers and
+    """The node's JVMs start as the local platform's do (hanzo_stream/artifacts/jvm.py): brokers and
     Spark pods on two shared cores spend most of their CPU compiling themselves."""
     return {"javaOptions": " ".join(jit_flags())}
 

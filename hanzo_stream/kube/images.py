@@ -51,11 +51,11 @@ from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
-from .. import jars
-from .. import versions as v
-from ..kafka_tools import SCRIPTS, console_appender, tools_log4j2
+from ..artifacts import jars
+from ..artifacts import versions as v
+from ..artifacts.kafka_tools import SCRIPTS, console_appender, tools_log4j2
+from ..core.paths import cache_dir
 from ..local.kafka import LOG4J2
-from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -520,7 +520,7 @@ def kafka_stage(base: Stage) -> Stage:
     def make(work: Path) -> Path:
         libs = [Entry(f"{home}/libs/{j.name}", source=j) for j in sorted(jars.kafka_jars().glob("*.jar"))]
         return write_layer(work / "layer.tar", [*entries, *libs, *user_entries(kafka_user())])
-    # The jar set is what Maven resolves for these pins (hanzo_stream.jars.kafka_jars).
+    # The jar set is what Maven resolves for these pins (hanzo_stream.artifacts.jars.kafka_jars).
     inputs = {"jars": [v.KAFKA_VERSION, v.SCALA_BINARY, v.KAFKA_LOG4J2],
               "files": [e.fingerprint() for e in entries], "user": kafka_user()}
     return Stage("kafka", inputs, make, base)

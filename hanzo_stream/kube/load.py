@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..client.producer import EventProducer
-from ..connection import Connection
+from ..core.connection import Connection
 from ..local import failover
 
 

@@ -45,9 +45,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.paths import state_dir
 from ..jobs.s3 import S3Access
 from ..local.daemon import Daemon
-from ..paths import state_dir
 from . import build, netns, pki
 from .netns import Addresses
 

@@ -14,8 +14,8 @@ import shutil
 import signal
 from pathlib import Path
 
+from ..core.secret_files import write_secret
 from ..monitoring import alertmanager
-from ..secret_files import write_secret
 from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 

@@ -17,13 +17,11 @@ from rich.table import Table
 
 from ..cli_common import EXIT, registry_or_exit, typer_app
 from ..cli_common import console as make_console
-from ..kube.cli import app as kube_app
 from ..monitoring.status import grouped as grouped_alerts
 from ..reconcile.secrets import SECRETS_FILE_ENV
 from . import platform
 
-app = typer_app()
-app.add_typer(kube_app, name="kube", help="A real single-node Kubernetes on this machine.")
+app = typer_app()  # hanzo_stream/cli.py mounts `local kube` on it: kube/ builds on local/
 console = make_console(stderr=True)
 RegistryOpt = Annotated[Path, typer.Option("--registry", "-r", help="Registry file.")]
 
@@ -219,8 +217,8 @@ def sql(
 
     The job's driver owns the embedded chDB and answers on 127.0.0.1 (`local status` shows its
     sql_url): ClickHouse's HTTP interface, so curl and clickhouse-connect can ask it too."""
+    from ..core.paths import state_dir
     from ..jobs import chdb_http
-    from ..paths import state_dir
 
     url = platform.sql_url(state_dir(), job)
     if url is None:

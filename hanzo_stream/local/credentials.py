@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..secret_files import write_secret
-from ..state import (
+from ..core.secret_files import write_secret
+from ..core.state import (
     PAGERDUTY_ROUTING_KEY,
     POSTGRES_ADMIN_PASSWORD,
     POSTGRES_ROLE_PASSWORD,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import state
+from ..core import state
 
 
 class StartFailed(RuntimeError):

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..connection import ENV, Connection
+from ..core.connection import ENV, Connection
 from ..monitoring.dead_letter_monitor import GROUP
 from .daemon import Daemon, managed
 from .kafka import free_ports

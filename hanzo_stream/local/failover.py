@@ -19,7 +19,7 @@ import orjson
 from ..client import envelope
 from ..client.keying import partition
 from ..client.producer import EventProducer
-from ..connection import Connection
+from ..core.connection import Connection
 
 TOPIC = "llm_usage"  # the standard's billing input: the events that must not be lost
 

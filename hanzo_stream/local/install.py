@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from .. import jars
+from ..artifacts import jars
 
 FETCHERS: list[tuple[str, Callable[[], object]]] = [
     ("kafka broker and tools", jars.kafka_jars),
@@ -36,7 +36,7 @@ def main() -> None:
     for label, module, attr in (("Spark Kafka connector", "hanzo_stream.jobs.spark", "connector_jars"),
                                 ("Spark s3a (hadoop-aws, AWS SDK)", "hanzo_stream.jobs.spark", "s3a_jars"),
                                 ("schema registry", "hanzo_stream.local.schema_registry", "install"),
-                                ("Spark drivers' class archive (hanzo_stream/jvm.py)",
+                                ("Spark drivers' class archive (hanzo_stream/artifacts/jvm.py)",
                                  "hanzo_stream.jobs.spark_archive", "build")):
         fn = _optional(module, attr)
         if fn:

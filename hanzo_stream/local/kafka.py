@@ -19,8 +19,10 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import jars
-from ..broker_config import (
+from ..artifacts import jars
+from ..artifacts.jvm import java, jit_flags
+from ..artifacts.versions import KAFKA_VERSION
+from ..core.broker_config import (
     CLIENT,
     BrokerSettings,
     ExtraListener,
@@ -31,11 +33,9 @@ from ..broker_config import (
     quorum_format_args,
     to_server_properties,
 )
-from ..connection import Connection
-from ..jvm import java, jit_flags
-from ..quorum import QuorumParseError, parse_status
-from ..secret_files import write_secret
-from ..versions import KAFKA_VERSION
+from ..core.connection import Connection
+from ..core.secret_files import write_secret
+from ..pods.quorum import QuorumParseError, parse_status
 from .credentials import Credentials
 from .tls import make_tls, tls_files
 

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..connection import ENV, Connection
+from ..core.connection import ENV, Connection
 from ..monitoring.lag_exporter import DEFAULT_PORT
 from .daemon import Daemon, managed
 from .kafka import free_ports

@@ -18,9 +18,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import jars, state
+from ..artifacts import jars
+from ..artifacts.jvm import java, jit_flags
+from ..core import state
 from ..jobs.s3 import S3Access
-from ..jvm import java, jit_flags
 from .credentials import S3_ACCESS_KEY, S3_SECRET_KEY, Credentials
 from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports

@@ -22,12 +22,13 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .. import jars, state
-from ..connection import ENV, Connection
+from ..artifacts import jars
+from ..core import state
+from ..core.connection import ENV, Connection
+from ..core.paths import state_dir
 from ..jobs import chdb_http, process
 from ..jobs.spec import list_specs
 from ..monitoring import JMX_RULES_FILE
-from ..paths import state_dir
 from ..registry import Registry
 from ..registry.platform import LAG_EXPORTER
 from . import (

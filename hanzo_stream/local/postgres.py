@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from ..state import POSTGRES_ADMIN_PASSWORD as ADMIN_PASSWORD
-from ..state import POSTGRES_ROLE_PASSWORD as ROLE_PASSWORD
+from ..core.state import POSTGRES_ADMIN_PASSWORD as ADMIN_PASSWORD
+from ..core.state import POSTGRES_ROLE_PASSWORD as ROLE_PASSWORD
 from .credentials import Credentials
 from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports

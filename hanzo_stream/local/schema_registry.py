@@ -18,10 +18,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .. import versions
-from ..connection import Connection
-from ..jvm import java, jit_flags
-from ..paths import cache_dir
+from ..artifacts import versions
+from ..artifacts.jvm import java, jit_flags
+from ..core.connection import Connection
+from ..core.paths import cache_dir
 from .daemon import Daemon, StartFailed, managed
 from .kafka import free_ports
 

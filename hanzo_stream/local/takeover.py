@@ -1,4 +1,4 @@
-"""The takeover (hanzo_stream/takeover.py) on this machine: this platform's broker started on
+"""The takeover (hanzo_stream/pods/takeover.py) on this machine: this platform's broker started on
 an old broker's log directory, the old PLAINTEXT port kept as the LEGACY listener.
 
 What the Kubernetes sequence does with the insights-kafka StatefulSet's volume, run here
@@ -12,11 +12,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import jars, takeover
-from ..broker_config import BrokerSettings, Node, jaas_config, to_server_properties
-from ..connection import Connection
-from ..jvm import java, jit_flags
-from ..secret_files import write_secret
+from ..artifacts import jars
+from ..artifacts.jvm import java, jit_flags
+from ..core.broker_config import BrokerSettings, Node, jaas_config, to_server_properties
+from ..core.connection import Connection
+from ..core.secret_files import write_secret
+from ..pods import takeover
 from .credentials import Credentials
 from .kafka import BrokerFailed, broker_jvm, free_ports, spawn_broker, stop_process
 from .tls import make_tls

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..secret_files import write_secret
+from ..core.secret_files import write_secret
 
 # RFC 6761: .invalid never resolves, so no client can ever legitimately reach this name.
 WRONG_NAME = "wrong-name.invalid"

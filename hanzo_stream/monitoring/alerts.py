@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import yaml
 
-from .. import dead_letter
+from ..core import dead_letter
 from ..registry import Group, Registry
 from ..registry.model import DeadLetterThresholds
 from . import MONITORING_DIR, RULES_DIR

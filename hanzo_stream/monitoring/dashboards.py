@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import dead_letter
+from ..core import dead_letter
 from ..jobs.events import FUTURE
 from ..jobs.totals import LATE
 from . import DASHBOARDS_DIR, alerts

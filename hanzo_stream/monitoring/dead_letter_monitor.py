@@ -13,7 +13,7 @@ must show an arrival within a scrape interval. confluent-kafka in one small proc
 in ~40 MB; a Spark driver would hold 2 GB and a JVM for the same, and add its trigger to the
 time to page. What it shares with the jobs: its own registry principal, a real consumer group
 with synchronous commits (so its lag and the stall alert are true), and the dead-letter
-contract of hanzo_stream/dead_letter.py.
+contract of hanzo_stream/core/dead_letter.py.
 
 Counting: from the group's committed offset; a group without one (a first deploy) starts at the
 log end, pinned and committed at assignment, so the retained history does not page at once
@@ -23,7 +23,7 @@ page twice, never zero times). Counters restart at zero with the process, as cou
 
 One failure, one count: writing a dead letter is at least once too (a job's replayed batch
 writes its letters again, a resend after a timeout may land beside the first copy), so each
-letter's identity (hanzo_stream.dead_letter.identity: the refused record's topic, partition,
+letter's identity (hanzo_stream.core.dead_letter.identity: the refused record's topic, partition,
 offset and stage, or a producer letter's bytes) is remembered, the last REMEMBERED of them,
 and a copy is counted under ..._duplicates_total instead.
 
@@ -46,8 +46,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .. import dead_letter
-from ..connection import Connection
+from ..core import dead_letter
+from ..core.connection import Connection
 from ..registry import Registry, load_registry
 
 log = logging.getLogger("hanzo_stream.monitoring.dead_letter_monitor")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..connection import Connection
+from ..core.connection import Connection
 
 DEFAULT_PORT = 9308  # kafka_exporter's registered default port
 

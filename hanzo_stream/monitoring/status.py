@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from .. import dead_letter
+from ..core import dead_letter
 from . import prom_api
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ..connection import Connection
+from ..core.connection import Connection
 from .admin_api import KafkaAdmin, KafkaPythonAdmin
 
 TP = tuple[str, int]

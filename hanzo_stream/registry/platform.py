@@ -59,7 +59,7 @@ PRINCIPALS = (
          ("CLUSTER", CLUSTER, "DESCRIBE_CONFIGS"))),  # client quotas (and broker configs)
     PlatformPrincipal(
         ROLLER,
-        "broker roll Job (hanzo_stream/roller.py): asks the quorum who leads, so the active "
+        "broker roll Job (hanzo_stream/pods/roller.py): asks the quorum who leads, so the active "
         "controller goes last; changes nothing in Kafka",
         (("CLUSTER", CLUSTER, "DESCRIBE"),)),  # DescribeQuorum
 )

@@ -140,7 +140,7 @@ def check_registry(schemas: SchemaSet, registry: Registry) -> list[SchemaProblem
 
 def check_examples(schemas: SchemaSet) -> list[SchemaProblem]:
     """Valid examples pass and invalid ones fail with the error they declare."""
-    from ..client.validator import Validator
+    from .validator import Validator
 
     v = Validator(schemas)
     out: list[SchemaProblem] = []

@@ -38,7 +38,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from hanzo_stream.connection import Connection
+from hanzo_stream.core.connection import Connection
 
 TOPIC_OPS = ("READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "CREATE", "DELETE",
              "ALTER")

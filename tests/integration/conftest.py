@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import pytest
 
-from hanzo_stream.connection import Connection
+from hanzo_stream.core.connection import Connection
 from hanzo_stream.local import credentials, kafka
 from hanzo_stream.registry import Registry
 from tests import suite_profile
@@ -167,7 +167,7 @@ def apply_registry(cluster: Cluster, registry: Registry, more_passwords: dict[st
 def wait_until_logged_in(conns: list[Connection]) -> None:
     """New SCRAM users reach the broker's credential cache a moment after apply returns (a
     busy broker first creates the new topics' logs), so a login right away can be refused."""
-    from hanzo_stream.diagnose import diagnose
+    from hanzo_stream.core.diagnose import diagnose
 
     for c in conns:
         wait_for(lambda c=c: diagnose(c, timeout=10) is None, 60, f"{c.username} to log in")

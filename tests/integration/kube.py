@@ -115,7 +115,7 @@ def in_node(node: Node, argv: list[str], env: dict[str, str] | None = None, time
 REPLICATION = """
 import json, sys
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from hanzo_stream.connection import Connection
+from hanzo_stream.core.connection import Connection
 admin = AdminClient(Connection.from_env().confluent())
 md = admin.list_topics(timeout=60)
 out = {"brokers": sorted(md.brokers)}

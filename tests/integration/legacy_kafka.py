@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hanzo_stream import jars
-from hanzo_stream.jvm import java, jit_flags
+from hanzo_stream.artifacts import jars
+from hanzo_stream.artifacts.jvm import java, jit_flags
 from hanzo_stream.local.kafka import free_ports, random_uuid, spawn_broker, stop_process
 
 NODE_ID = 0  # bitnami: KAFKA_CFG_NODE_ID=0, the StatefulSet's only pod

@@ -30,7 +30,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.jobs import s3
 from hanzo_stream.jobs.billing_ids import billing_id, event_id, settlement_id
 from hanzo_stream.reconcile.secrets import env_name
@@ -55,9 +55,9 @@ def iso(t: datetime) -> str:
 @cache
 def _router():
     from hanzo_stream.client.router import Router
-    from hanzo_stream.client.validator import Validator
     from hanzo_stream.registry import load_registry
     from hanzo_stream.schemas.store import load
+    from hanzo_stream.schemas.validator import Validator
 
     return Router(load_registry(ROOT / "topics.yaml"), Validator(load(ROOT / "schemas")))
 

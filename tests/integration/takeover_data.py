@@ -202,7 +202,7 @@ def _record(r: tuple) -> list:
 def _conf(args: argparse.Namespace) -> dict:
     if args.bootstrap:  # the old PLAINTEXT address: no login
         return {"bootstrap.servers": args.bootstrap, "log_level": 0}
-    from hanzo_stream.connection import Connection
+    from hanzo_stream.core.connection import Connection
 
     return Connection.from_env().confluent() | {"log_level": 0}
 

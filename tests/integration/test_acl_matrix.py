@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hanzo_stream import dead_letter
-from hanzo_stream.broker_config import BrokerSettings
+from hanzo_stream.core import dead_letter
+from hanzo_stream.core.broker_config import BrokerSettings
 from hanzo_stream.registry import Registry, load_registry
 from hanzo_stream.registry.access import allows, may_write_somewhere
 from hanzo_stream.registry.model import Acl

@@ -5,7 +5,7 @@ listener, a wrong password, an unknown user, a CA the client does not trust, and
 certificate issued (by the trusted CA) for another host, served by the test broker's
 WRONGNAME listener. Each is tried with both client families, with their own timeouts set
 far above the bound the failure must arrive within, so a timeout can never pass for a
-refusal; and `hanzo_stream.diagnose` must name the exact cause, which the families cannot
+refusal; and `hanzo_stream.core.diagnose` must name the exact cause, which the families cannot
 always do themselves (docs/security.md lists what each reports).
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream.connection import Connection
-from hanzo_stream.diagnose import diagnose
+from hanzo_stream.core.connection import Connection
+from hanzo_stream.core.diagnose import diagnose
 from hanzo_stream.local.tls import make_tls
 
 from .conftest import Cluster
@@ -200,7 +200,7 @@ def test_check_command_says_why_and_never_prints_the_password(hip_cluster):
     from typer.testing import CliRunner
 
     from hanzo_stream.cli import app
-    from hanzo_stream.connection import ENV
+    from hanzo_stream.core.connection import ENV
 
     good = hip_cluster.as_(PRINCIPAL)
     env = {var: str(getattr(good, f)) for f, var in ENV.items()}

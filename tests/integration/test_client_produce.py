@@ -19,15 +19,15 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from hypothesis import HealthCheck, given, settings
 
-from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
 from hanzo_stream.client.consumer import UnknownGroup, make_consumer
 from hanzo_stream.client.dead_letters import headers_dict
 from hanzo_stream.client.keying import partition
 from hanzo_stream.client.producer import DeliveryFailed, EventProducer, make_producer
 from hanzo_stream.client.router import Router
-from hanzo_stream.client.validator import Validator
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.schemas.store import load
+from hanzo_stream.schemas.validator import Validator
 from tests.unit.test_client_fuzz import raw_inputs
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ Both read their contract from schemas/: the client through JSON Schema validator
 through the rules hanzo_stream/jobs/contract.py compiles into Spark SQL. Thousands of hostile
 inputs (hypothesis, derandomized so a failure reproduces) go through both, in a real local
 Spark session; every verdict must match: valid, or the same error class and the same message
-(the job's is the client's rule, hanzo_stream/client/refusals.py: the client's without the
+(the job's is the client's rule, hanzo_stream/schemas/refusals.py: the client's without the
 detail about the value it saw).
 """
 
@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hanzo_stream.client.router import MAX_JSON_DEPTH, Router
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.jobs.contract import classify, compile_contract
 from hanzo_stream.registry import load_registry
 from hanzo_stream.schemas.store import load
+from hanzo_stream.schemas.validator import Validator
 from tests.unit.test_client_fuzz import VALID, json_values, mutated_events
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.local import alertmanager, dead_letter_monitor, kafka_exporter, prometheus
 from hanzo_stream.monitoring import RULES_DIR, RUNBOOK_BASE_URL, alerts, dashboards, pager_inbox
 from hanzo_stream.monitoring.alertmanager import dedup_key

@@ -11,9 +11,9 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from typer.testing import CliRunner
 
-from hanzo_stream import dead_letter as dl
 from hanzo_stream.cli import app
 from hanzo_stream.client import envelope
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.reconcile.secrets import env_name
 
 from .conftest import Cluster, exports

@@ -267,7 +267,7 @@ def test_leader_kill_then_a_second_broker(trio, registry, schemas):
 
 
 def test_the_roll_gate_holds_stops_until_a_restarted_broker_is_back_in_sync(trio, tmp_path):
-    """The roll gate (hanzo_stream/roll_gate.py, each broker pod's readiness and preStop on
+    """The roll gate (hanzo_stream/pods/roll_gate.py, each broker pod's readiness and preStop on
     Kubernetes) against real brokers: with every broker in sync any one may stop; with one
     killed, the others must not (RF 3, min ISR 2) and the dead one is not in sync; after its
     restart it counts as back only when its replicas have rejoined every ISR."""
@@ -277,7 +277,7 @@ def test_the_roll_gate_holds_stops_until_a_restarted_broker_is_back_in_sync(trio
 
     from confluent_kafka.admin import AdminClient
 
-    from hanzo_stream.roll_gate import IN_SYNC, SAFE, judge, observe, topic_min_isr
+    from hanzo_stream.pods.roll_gate import IN_SYNC, SAFE, judge, observe, topic_min_isr
 
     from .conftest import wait_for
 
@@ -294,11 +294,11 @@ def test_the_roll_gate_holds_stops_until_a_restarted_broker_is_back_in_sync(trio
 
     wait_for(lambda: all(v.in_sync and v.safe_to_stop for v in verdicts().values()) or None,
              120, "every broker in sync and free to stop")
-    # The victim is the active controller, as the roller (hanzo_stream/roller.py) reads it
+    # The victim is the active controller, as the roller (hanzo_stream/pods/roller.py) reads it
     # from DescribeQuorum; once it is gone the quorum names another.
     from kafka.admin import KafkaAdminClient
 
-    from hanzo_stream.roller import quorum_leader
+    from hanzo_stream.pods.roller import quorum_leader
     leader = quorum_leader(lambda: KafkaAdminClient(**trio.admin.kafka_python()))
     victim = leader()
     assert victim in brokers
@@ -316,7 +316,7 @@ def test_the_roll_gate_holds_stops_until_a_restarted_broker_is_back_in_sync(trio
 
         # The sidecar itself, bounded: its files say what its probes and preStop will read.
         env = {**os.environ, **trio.admin.environ()}
-        gate = subprocess.run([sys.executable, "-m", "hanzo_stream.roll_gate", "--broker",
+        gate = subprocess.run([sys.executable, "-m", "hanzo_stream.pods.roll_gate", "--broker",
                                str(others[0]), "--dir", str(tmp_path), "--rounds", "2",
                                "--interval", "1"], env=env, capture_output=True, text=True,
                               timeout=120)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jars
+from hanzo_stream.artifacts import jars
 from hanzo_stream.client.producer import EventProducer
 from hanzo_stream.local import credentials, failover, kafka, prometheus
 from hanzo_stream.local.failover import Ledger, Tally

@@ -34,7 +34,7 @@ PRODUCE_CONSUME = textwrap.dedent("""
     from confluent_kafka import Consumer, TopicPartition
     from hanzo_stream.client.envelope import iso_ms
     from hanzo_stream.client.producer import EventProducer
-    from hanzo_stream.connection import Connection
+    from hanzo_stream.core.connection import Connection
     from hanzo_stream.local import failover
 
     conn = Connection.from_env()
@@ -132,7 +132,7 @@ def test_a_principal_is_denied_what_the_registry_does_not_grant(dev):
     script = textwrap.dedent("""
         import json
         from confluent_kafka import Producer
-        from hanzo_stream.connection import Connection
+        from hanzo_stream.core.connection import Connection
         errors = []
         p = Producer(Connection.from_env().confluent() | {"acks": "all"})
         p.produce("audit_log", b"{}", on_delivery=lambda err, msg: errors.append(err and err.name()))
@@ -152,7 +152,7 @@ def test_the_broker_takes_its_nodes_zone_as_its_rack(dev):
     script = textwrap.dedent("""
         import json
         from confluent_kafka.admin import AdminClient
-        from hanzo_stream.connection import Connection
+        from hanzo_stream.core.connection import Connection
         admin = AdminClient(Connection.from_env().confluent())  # held: its futures die with it
         print(json.dumps({n.id: n.rack for n in admin.describe_cluster().result(60).nodes}))
     """)

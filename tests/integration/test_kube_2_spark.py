@@ -23,7 +23,7 @@ from decimal import Decimal
 
 import pytest
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.jobs import s3
 from hanzo_stream.jobs.archive import committed_files, read_committed
 from hanzo_stream.kube import netns
@@ -42,7 +42,7 @@ RESULT_TIMEOUT = 600  # produced -> in the sink, with every job already running
 # spark_harness helpers take a cluster with as_() and admin: here, the stack's.
 CLIENT = textwrap.dedent("""
     import base64, json, os, sys
-    from hanzo_stream.connection import Connection
+    from hanzo_stream.core.connection import Connection
     from tests.integration import spark_harness as t
 
     class Stack:

@@ -5,7 +5,7 @@ changes that restart no broker, two to a `pulumi up` (one walk of the same path:
 leaves the pod template as it is): a service team's new principal with the CA rollover's first
 step, the rollover's second (docs/runbooks/ca-rollover.md; the tls-reload sidecar serves each
 step), then the changes that roll every broker (a broker config override, the image tag)
-through the roll gate (hanzo_stream/roll_gate.py: a broker stops only when no partition would
+through the roll gate (hanzo_stream/pods/roll_gate.py: a broker stops only when no partition would
 fall under min ISR, and counts as back only when its replicas are in sync again); a lost
 volume; the rollover's last step with a larger `storageSize`; and `pulumi destroy` and
 `pulumi up` again on the retained volumes.
@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from hanzo_stream.broker_config import Node
+from hanzo_stream.core.broker_config import Node
 from infra.broker import JAAS_SECRET
 from infra.cluster import STOP_WAIT_SECONDS
 from infra.credentials import RECONCILER_SECRET
@@ -158,7 +158,7 @@ def test_a_new_principal_and_the_next_ca_restart_no_broker(dev, tmp_path):
 
 LOGIN = """
 from confluent_kafka.admin import AdminClient
-from hanzo_stream.connection import Connection
+from hanzo_stream.core.connection import Connection
 AdminClient(Connection.from_env().confluent()).list_topics(timeout=60)
 """
 
@@ -171,7 +171,7 @@ def rolled_safely(facts: dict) -> None:
 
 SERVED = """
 import json, sys, time
-from hanzo_stream import tls_reload
+from hanzo_stream.pods import tls_reload
 want, addresses = sys.argv[1], [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in sys.argv[2:])]
 t = time.monotonic()
 left = tls_reload.until_served(addresses, want, timeout=480)
@@ -236,7 +236,7 @@ def test_an_override_and_a_new_image_tag_roll_each_broker_once(dev):
     before = status(dev, "kafka-1")
     rolled_safely(change(dev, "override and image tag", image=retagged,
                          brokerConfigOverrides={"log.cleaner.backoff.ms": "16000"}))
-    # The roller (hanzo_stream/roller.py) restarted the active controller last: one election.
+    # The roller (hanzo_stream/pods/roller.py) restarted the active controller last: one election.
     pods = dev.pods()
     order = sorted(pods, key=lambda p: pods[p]["metadata"]["creationTimestamp"])
     roll_log = dev.kubectl("logs", "-l", "app.kubernetes.io/component=roller",

@@ -65,7 +65,7 @@ def test_a_deleted_broker_pod_waits_for_the_gate_and_loses_nothing(prod):
 def test_on_call_restarts_every_broker_the_active_controller_last(prod):
     """`kubectl rollout restart` restarts nothing on the OnDelete StatefulSet; on-call's
     rolling restart is a Job from the suspended kafka-restart CronJob: the roller with
-    --restart-all (hanzo_stream/roller.py), each broker once, through the roll gate, the
+    --restart-all (hanzo_stream/pods/roller.py), each broker once, through the roll gate, the
     active controller last."""
     before = prod.pods()
     name = "kafka-restart-by-hand"

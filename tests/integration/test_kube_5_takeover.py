@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jvm, takeover
+from hanzo_stream.artifacts import jvm
 from hanzo_stream.kube import images, netns
 from hanzo_stream.kube.deploy import Deployer
+from hanzo_stream.pods import takeover
 
 from .conftest import KEEP_NODE, wait_for
 from .kube import ROOT, Stack, admin_properties, checkout_with, in_node, record

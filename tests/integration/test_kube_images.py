@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jars, versions
+from hanzo_stream.artifacts import jars, versions
 from hanzo_stream.jobs import spark as spark_jobs
 from hanzo_stream.kube import images
 from infra import settings as infra_settings

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.jobs import process
 from hanzo_stream.jobs.consumer import LISTEN_ENV
 from hanzo_stream.local import kafka, kafka_exporter, prometheus

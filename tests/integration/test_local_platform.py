@@ -173,7 +173,7 @@ def test_broken_demo_events_are_dead_lettered_by_the_client_and_by_each_job(plat
     """Every service's 40th event is refused by its client, its 80th only the Spark job sees."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from hanzo_stream import dead_letter as dl
+    from hanzo_stream.core import dead_letter as dl
     from hanzo_stream.local import credentials, kafka
 
     producers = {"producer:insights-capture", "producer:llm-gateway", "producer:iam-service"}
@@ -367,7 +367,7 @@ def test_no_secret_in_plain_text_anywhere_the_platform_writes(platform: Platform
     through everything written: each component's files and logs under the state directory,
     job outputs and reports, plan files (text and JSON), the CLI's output, the Pulumi
     program's rendered manifests and the repository's files. Found only in the 0600 holders."""
-    from hanzo_stream import state
+    from hanzo_stream.core import state
     from hanzo_stream.local import credentials
     from tests.integration import secret_scan as scan
     from tests.unit.infra_helpers import manifests, render

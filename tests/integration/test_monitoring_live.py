@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import dead_letter, jars
-from hanzo_stream.connection import ENV, Connection
+from hanzo_stream.artifacts import jars
+from hanzo_stream.core import dead_letter
+from hanzo_stream.core.connection import ENV, Connection
 from hanzo_stream.local import credentials, kafka, kafka_exporter, prometheus
 from hanzo_stream.monitoring import JMX_RULES_FILE, dashboards, rule_files
 from tests.integration.conftest import wait_for
@@ -353,7 +354,7 @@ def test_dead_letter_runbook_inspect(stack: Stack, tmp_path: Path) -> None:
     (tests/integration/test_dead_letter_replay.py, against the registry's ACLs)."""
     from confluent_kafka import Producer
 
-    from hanzo_stream.dead_letter import H_ERROR_CLASS, H_ORIGINAL_KEY, H_SOURCE_TOPIC
+    from hanzo_stream.core.dead_letter import H_ERROR_CLASS, H_ORIGINAL_KEY, H_SOURCE_TOPIC
 
     p = Producer(stack.admin.confluent())
     first_and_end = []

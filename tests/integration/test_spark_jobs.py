@@ -35,7 +35,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.jobs import chdb_http, process, s3
 from hanzo_stream.jobs.archive import committed_files, listed_files, read_committed
 from hanzo_stream.local import platform

@@ -1,4 +1,4 @@
-"""Taking over the standard's running insights-kafka in place (hanzo_stream/takeover.py).
+"""Taking over the standard's running insights-kafka in place (hanzo_stream/pods/takeover.py).
 
 A real Kafka 3.7 broker configured as the standard runs it (tests/integration/legacy_kafka.py)
 gets the standard's topics from its own kafka-topics.sh lines, events of every type in every
@@ -19,11 +19,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from hanzo_stream import takeover
 from hanzo_stream.local import credentials
 from hanzo_stream.local import takeover as local_takeover
 from hanzo_stream.local.kafka import free_ports
 from hanzo_stream.monitoring import JMX_RULES_FILE
+from hanzo_stream.pods import takeover
 from tests.integration import legacy_kafka
 from tests.integration.conftest import Cluster, apply_registry, wait_for, wait_until_logged_in
 from tests.integration.takeover_data import (

@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hanzo_stream import tls_reload
-from hanzo_stream.broker_config import broker_config
+from hanzo_stream.core.broker_config import broker_config
 from hanzo_stream.local import credentials, kafka
+from hanzo_stream.pods import tls_reload
 
 from .conftest import Cluster
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hanzo_stream.broker_config import (
+from hanzo_stream.core.broker_config import (
     BrokerSettings,
     Node,
     broker_config,
@@ -96,7 +96,7 @@ def test_server_properties_one_line_per_key():
 
 
 def test_an_extra_listener_is_a_client_listener_with_its_own_certificate():
-    from hanzo_stream.broker_config import ExtraListener
+    from hanzo_stream.core.broker_config import ExtraListener
 
     base = settings(1)
     s = BrokerSettings(base.node_id, base.nodes, base.log_dirs, base.keystore_pem,

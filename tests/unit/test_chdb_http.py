@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from hanzo_stream import state
+from hanzo_stream.core import state
 from hanzo_stream.jobs import chdb_http, clickhouse
 from hanzo_stream.jobs.chdb_http import QueryError, check_read_only, parse_request
 from hanzo_stream.local import platform

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import versions
+from hanzo_stream.artifacts import versions
 from hanzo_stream.cli_common import EXIT
-from hanzo_stream.connection import ENV
+from hanzo_stream.core.connection import ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,15 +15,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
 from hanzo_stream.client.consumer import UnknownGroup, consumer_config, group_for
 from hanzo_stream.client.dead_letters import DEAD_LETTER_MAX_VALUE, headers_dict, record
 from hanzo_stream.client.producer import STANDARD_SETTINGS, producer_config
 from hanzo_stream.client.router import UNKNOWN_TOPIC, Accepted, Refused, Router
-from hanzo_stream.client.validator import Validator
-from hanzo_stream.connection import Connection
+from hanzo_stream.core import dead_letter as dl
+from hanzo_stream.core.connection import Connection
 from hanzo_stream.schemas.store import DEAD_LETTER_TYPE, load
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -489,7 +489,7 @@ def test_producer_connection_comes_from_the_environment(monkeypatch):
     from hanzo_stream.client.producer import make_producer
 
     monkeypatch.delenv("HANZO_STREAM_BOOTSTRAP", raising=False)
-    from hanzo_stream.connection import ConnectionError_
+    from hanzo_stream.core.connection import ConnectionError_
 
     with pytest.raises(ConnectionError_, match="HANZO_STREAM_BOOTSTRAP"):
         make_producer()

@@ -22,9 +22,9 @@ from jsonschema import Draft202012Validator
 from hanzo_stream.client.dead_letters import headers_dict, record
 from hanzo_stream.client.producer import EventProducer
 from hanzo_stream.client.router import Accepted, Refused, Router
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.registry import load_registry
 from hanzo_stream.schemas.store import DEAD_LETTER_TYPE, load
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = load(ROOT / "schemas")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from kafka.partitioner.default import murmur2
 
+from hanzo_stream.artifacts.jars import kafka_classpath
+from hanzo_stream.artifacts.jvm import java, jit_flags
 from hanzo_stream.client.keying import partition
-from hanzo_stream.jars import kafka_classpath
-from hanzo_stream.jvm import java, jit_flags
 
 PARTITION_COUNTS = (1, 4, 8, 16, 7, 1000)
 

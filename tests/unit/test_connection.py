@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hanzo_stream.connection import Connection, ConnectionError_
+from hanzo_stream.core.connection import Connection, ConnectionError_
 
 ENV = {"HANZO_STREAM_BOOTSTRAP": "127.0.0.1:9093", "HANZO_STREAM_SASL_USERNAME": "llm-gateway",
        "HANZO_STREAM_SASL_PASSWORD": "pw", "HANZO_STREAM_CA_FILE": "/ca.pem"}

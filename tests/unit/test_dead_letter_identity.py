@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.monitoring.dead_letter_monitor import Seen
 
 

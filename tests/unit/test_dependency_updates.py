@@ -1,7 +1,7 @@
 """Every pin has an updater and a reviewer: renovate.json covers pip, the Go modules, the
-workflows' actions and hanzo_stream/versions.py, where each pin says on the line above it where
-Renovate looks it up, or what it follows; .github/CODEOWNERS names who approves what reaches
-the cluster."""
+workflows' actions and hanzo_stream/artifacts/versions.py, where each pin says on the line
+above it where Renovate looks it up, or what it follows; .github/CODEOWNERS names who approves
+what reaches the cluster."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import json
 import re
 from pathlib import Path
 
-from hanzo_stream import versions
+from hanzo_stream.artifacts import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 RENOVATE = json.loads((ROOT / "renovate.json").read_text())
-VERSIONS = (ROOT / "hanzo_stream" / "versions.py").read_text()
+VERSIONS = (ROOT / "hanzo_stream" / "artifacts" / "versions.py").read_text()
 DATASOURCES = {"maven", "docker", "go", "golang-version", "pypi"}
 
 
@@ -32,7 +32,7 @@ def test_every_pin_says_how_it_is_updated():
     pins = _pins()
     assert len(pins) >= 40
     for name, note in pins.items():
-        assert note, f"hanzo_stream/versions.py: {name} has no `# renovate:` line above it: " \
+        assert note, f"hanzo_stream/artifacts/versions.py: {name} has no `# renovate:` line above it: " \
                      "add `datasource=D depName=N`, or `follows X (why)` / `held (why)`"
         how = note.removeprefix("# renovate: ")
         if how.startswith("datasource="):
@@ -46,7 +46,8 @@ def test_every_pin_says_how_it_is_updated():
 
 def test_renovates_regex_finds_exactly_the_looked_up_pins_at_their_values():
     [manager] = RENOVATE["customManagers"]
-    assert any(re.search(p.strip("/"), "hanzo_stream/versions.py") for p in manager["managerFilePatterns"])
+    assert any(re.search(p.strip("/"), "hanzo_stream/artifacts/versions.py")
+               for p in manager["managerFilePatterns"])
     found = {}
     for regex in manager["matchStrings"]:
         for m in _python(regex).finditer(VERSIONS):
@@ -81,7 +82,7 @@ def test_codeowners_names_an_owner_for_what_reaches_the_cluster():
             path, *owners = line.split()
             assert owners and all(re.fullmatch(r"@[\w-]+/[\w-]+", o) for o in owners), line
             rules[path] = owners
-    for path in ("/topics.yaml", "/schemas/", "/infra/", "/.github/", "/hanzo_stream/versions.py"):
+    for path in ("/topics.yaml", "/schemas/", "/infra/", "/.github/", "/hanzo_stream/artifacts/versions.py"):
         assert path in rules, path
     for path in rules:  # each rule names something that exists
         assert list(ROOT.glob(path.strip("/"))), path

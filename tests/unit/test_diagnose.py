@@ -9,8 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hanzo_stream import cli
-from hanzo_stream.connection import Connection
-from hanzo_stream.diagnose import diagnose
+from hanzo_stream.core.connection import Connection
+from hanzo_stream.core.diagnose import diagnose
 
 ROOT = Path(__file__).resolve().parents[2]
 

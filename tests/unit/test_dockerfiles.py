@@ -1,18 +1,19 @@
-"""The published images' Dockerfiles are rendered from the pins (hanzo_stream/dockerfiles.py):
+"""The published images' Dockerfiles are rendered from the pins (hanzo_stream/artifacts/dockerfiles.py):
 the files in images/ must be that rendering, and name the paths infra/ expects."""
 
 from __future__ import annotations
 
 import re
 
-from hanzo_stream import dockerfiles, jars, versions
+from hanzo_stream.artifacts import dockerfiles, jars, versions
 from infra import settings, spark
 
 
 def test_the_dockerfiles_in_the_repository_are_the_rendering():
     for name, render in dockerfiles.RENDERED.items():
         on_disk = (dockerfiles.IMAGES / name).read_text()
-        assert on_disk == render(), f"images/{name} is stale: run python -m hanzo_stream.dockerfiles"
+        assert on_disk == render(), \
+            f"images/{name} is stale: run python -m hanzo_stream.artifacts.dockerfiles"
 
 
 def test_they_bake_what_infra_runs():

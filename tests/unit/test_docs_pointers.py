@@ -1,5 +1,5 @@
 """Every pointer from the docs into the code leads somewhere: a reader who follows
-"`hanzo_stream/secret_files.py` `write_secret`" finds that file and that name in it.
+"`hanzo_stream/core/secret_files.py` `write_secret`" finds that file and that name in it.
 
 Pointers are the forms the docs use: `path.py`, `path.py:name`, `path.py` `name` and
 `path.py`'s `name`. A path with a folder is read from the repository root or from

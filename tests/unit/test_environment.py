@@ -1,4 +1,4 @@
-"""Every HANZO_STREAM_* variable in the code is in hanzo_stream/environment.py's table, and
+"""Every HANZO_STREAM_* variable in the code is in hanzo_stream/core/environment.py's table, and
 docs/environment.md is that table."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hanzo_stream import environment
+from hanzo_stream.core import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("hanzo_stream", "infra", "spark", "consumers", "bench", "tests", ".ci")
@@ -34,7 +34,7 @@ def test_every_variable_the_code_names_is_in_the_table():
     found = names_in_code()
     assert len(found) >= 25
     missing = {n: where for n, where in found.items() if not environment.covers(n)}
-    assert not missing, f"add to hanzo_stream/environment.py: {missing}"
+    assert not missing, f"add to hanzo_stream/core/environment.py: {missing}"
 
 
 def test_the_table_lists_nothing_the_code_does_not_name():
@@ -46,4 +46,4 @@ def test_the_table_lists_nothing_the_code_does_not_name():
 
 def test_the_page_is_the_table():
     assert environment.DOC.read_text() == environment.render(), \
-        "regenerate: python -m hanzo_stream.environment"
+        "regenerate: python -m hanzo_stream.core.environment"

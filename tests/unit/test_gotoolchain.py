@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import gotoolchain, versions
+from hanzo_stream.artifacts import gotoolchain, versions
 
 DATA = Path(__file__).parent / "data"
 

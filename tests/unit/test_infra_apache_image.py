@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream.broker_config import broker_config
-from hanzo_stream.jars import kafka_classpath
-from hanzo_stream.jvm import java, jit_flags
+from hanzo_stream.artifacts.jars import kafka_classpath
+from hanzo_stream.artifacts.jvm import java, jit_flags
+from hanzo_stream.core.broker_config import broker_config
 from infra import broker
 from infra.render import stack_config
 from infra.settings import parse

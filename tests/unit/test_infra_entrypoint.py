@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from hanzo_stream.broker_config import broker_config, jaas_config
+from hanzo_stream.core.broker_config import broker_config, jaas_config
 from infra import broker
 from infra.render import stack_config
 from infra.settings import parse

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.broker_config import broker_config
+from hanzo_stream.core.broker_config import broker_config
 from infra import broker
 from infra.settings import parse
 from infra.topology import Topology
@@ -433,7 +433,7 @@ def test_stale_marker_from_before_a_restart_is_not_trusted(grown_out, tmp_path):
     assert proc.returncode == 0 and not pod.ready  # unready until the quorum says voter
 
 
-# --- the join script decides what hanzo_stream.quorum decides ----------------------------
+# --- the join script decides what hanzo_stream.pods.quorum decides ----------------------------
 # The sidecar runs in the broker image, which has no Python: its decision is quorum_verdict
 # written again in awk and sh (infra/broker.py join_script). These hold the two together,
 # over the describe outputs recorded from real brokers (tests/unit/data/quorum) and over
@@ -502,7 +502,7 @@ def tool_table(rows, tabs: bool) -> str:
 
 
 def test_the_scripts_seat_is_quorum_verdicts_over_every_recorded_output(seat_awk, tmp_path):
-    from hanzo_stream.quorum import MAX_LAG, parse_replication, quorum_verdict
+    from hanzo_stream.pods.quorum import MAX_LAG, parse_replication, quorum_verdict
 
     seen = set()
     for name, node, directory, table in real_tables():
@@ -520,7 +520,7 @@ def test_the_scripts_seat_is_quorum_verdicts_over_every_recorded_output(seat_awk
 def test_the_scripts_seat_is_quorum_verdicts_over_generated_tables(seat_awk, tmp_path_factory,
                                                                    rows, node, directory,
                                                                    max_lag, tabs):
-    from hanzo_stream.quorum import parse_replication, quorum_verdict
+    from hanzo_stream.pods.quorum import parse_replication, quorum_verdict
 
     table = tool_table(rows, tabs)
     v = quorum_verdict(parse_replication(table), node, directory, max_lag)
@@ -530,7 +530,7 @@ def test_the_scripts_seat_is_quorum_verdicts_over_generated_tables(seat_awk, tmp
 
 def script_action(proc, calls: list[str], ready: bool) -> tuple[str, str]:
     """What one round of the join script did: (action, the directory it removed)."""
-    from hanzo_stream.quorum import ADD, READY, REMOVE, WAIT
+    from hanzo_stream.pods.quorum import ADD, READY, REMOVE, WAIT
 
     removed = [c.rsplit(" ", 1)[1] for c in calls if "remove-controller" in c]
     if ready:
@@ -545,7 +545,7 @@ def test_the_whole_script_acts_as_quorum_verdict_says_on_every_recorded_output(g
     """One round of the rendered script per recorded describe and node, against the stand-in
     tool printing that very output: it marks itself ready, adds, removes the seat named, or
     waits, exactly as quorum_verdict's action."""
-    from hanzo_stream.quorum import MAX_LAG, parse_replication, quorum_verdict
+    from hanzo_stream.pods.quorum import MAX_LAG, parse_replication, quorum_verdict
 
     actions = set()
     for k, (name, node, directory, table) in enumerate(real_tables()):

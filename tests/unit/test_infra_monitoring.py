@@ -232,7 +232,7 @@ def test_pinned_agent_checksum_matches_the_jar_the_project_uses():
     versions.JMX_EXPORTER_VERSION (the local platform fetches the same artifact)."""
     import hashlib
 
-    from hanzo_stream import jars, versions
+    from hanzo_stream.artifacts import jars, versions
     from infra.settings import JMX_AGENT_SHA256, JMX_AGENT_URL
 
     jar = jars.jmx_exporter_agent()  # from the cache .ci/install fills (Maven Central)

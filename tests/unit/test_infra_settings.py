@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hanzo_stream import versions
+from hanzo_stream.artifacts import versions
 from infra.render import stack_config
 from infra.settings import SETTINGS, SettingsError, parse
 
@@ -156,7 +156,7 @@ def test_pulumi_sdks_are_pinned_to_the_releases_the_engine_runs():
 def test_the_projects_own_images_are_tagged_with_the_package_version():
     import tomllib
 
-    from hanzo_stream import versions
+    from hanzo_stream.artifacts import versions
 
     version = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
         "project"]["version"]

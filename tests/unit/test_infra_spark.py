@@ -110,7 +110,7 @@ def test_a_stack_can_cap_executors_and_size_the_driver():
 
 
 def test_java_options_reach_every_jvm_of_the_stack_and_none_when_unset():
-    """The local Kubernetes stacks start their JVMs with C1 only (hanzo_stream/jvm.py); a
+    """The local Kubernetes stacks start their JVMs with C1 only (hanzo_stream/artifacts/jvm.py); a
     stack that never sets javaOptions renders the pods it always did, so nothing rolls."""
     from .infra_helpers import env_map, join_container, kafka_container
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hanzo_stream.broker_config import broker_config, jaas_config, to_server_properties
+from hanzo_stream.core.broker_config import broker_config, jaas_config, to_server_properties
 from hanzo_stream.registry import load_registry
 from infra import broker
 from infra.render import stack_config
@@ -382,7 +382,7 @@ def test_a_certificate_with_new_names_restarts_the_brokers_a_renewal_does_not():
     assert template(one)["metadata"]["annotations"][names] != \
         template(named)["metadata"]["annotations"][names]
     sidecar = next(c for c in template(one)["spec"]["containers"] if c["name"] == "tls-reload")
-    assert sidecar["command"][:3] == ["python", "-m", "hanzo_stream.tls_reload"]
+    assert sidecar["command"][:3] == ["python", "-m", "hanzo_stream.pods.tls_reload"]
     assert {m["mountPath"]: m.get("readOnly", False) for m in sidecar["volumeMounts"]} == {
         "/etc/kafka/tls": True, "/opt/hanzo/run": False, "/etc/hanzo-stream/kafka-ca": True}
 
@@ -399,7 +399,7 @@ def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
     spec = obj(render("prod"), "StatefulSet", "kafka")["spec"]["template"]["spec"]
     gate = next(c for c in spec["initContainers"] if c["name"] == "roll-gate")
     assert gate["restartPolicy"] == "Always"  # a native sidecar: outlives the broker
-    assert gate["command"][:3] == ["python", "-m", "hanzo_stream.roll_gate"]
+    assert gate["command"][:3] == ["python", "-m", "hanzo_stream.pods.roll_gate"]
     boot = env_map(gate)["HANZO_STREAM_BOOTSTRAP"]["value"].split(",")
     assert len(boot) == 3 and all(".kafka-headless." in b for b in boot)  # not the client Service
     assert spec["terminationGracePeriodSeconds"] > STOP_WAIT_SECONDS
@@ -426,9 +426,9 @@ def test_brokers_of_a_quorum_stop_only_when_the_roll_gate_allows(tmp_path):
 
 
 def test_only_the_roll_gate_holds_a_token_and_it_may_only_read_its_statefulset():
-    """A deleted StatefulSet releases every held stop (hanzo_stream/roll_gate.py): the gate
+    """A deleted StatefulSet releases every held stop (hanzo_stream/pods/roll_gate.py): the gate
     reads that one object. The broker and the quorum sidecar get no token at all."""
-    from hanzo_stream.in_cluster import SA_DIR
+    from hanzo_stream.pods.in_cluster import SA_DIR
     from infra.cluster import KUBE_API_VOLUME
 
     out = render("prod")
@@ -476,7 +476,7 @@ def test_admin_logs_in_from_the_reconciler_job_alone():
 
 
 def test_three_brokers_roll_through_the_roller_one_broker_through_the_statefulset():
-    """The roller (hanzo_stream/roller.py) restarts the brokers of a 3+ broker stack, the
+    """The roller (hanzo_stream/pods/roller.py) restarts the brokers of a 3+ broker stack, the
     active controller last: their StatefulSet is OnDelete, and the roll Job waits for it,
     as long as the rollout may take. One broker has no order to choose."""
     prod, dev = render("prod"), render("dev")
@@ -494,7 +494,7 @@ def test_three_brokers_roll_through_the_roller_one_broker_through_the_statefulse
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "kafka-roller" and pod["automountServiceAccountToken"]
     (c,) = pod["containers"]
-    assert c["command"][:3] == ["python", "-m", "hanzo_stream.roller"]
+    assert c["command"][:3] == ["python", "-m", "hanzo_stream.pods.roller"]
     env = env_map(c)  # its own login, DESCRIBE on the cluster only (registry/platform.py)
     login = env["HANZO_STREAM_SASL_USERNAME"]["valueFrom"]["secretKeyRef"]["name"]
     assert login == "kafka-user-broker-roller"

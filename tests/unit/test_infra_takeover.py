@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import takeover
-from hanzo_stream.broker_config import broker_config, jaas_config
+from hanzo_stream.core.broker_config import broker_config, jaas_config
+from hanzo_stream.pods import takeover
 from infra import broker, policy
 from infra.settings import SettingsError, parse
 from infra.topology import Topology

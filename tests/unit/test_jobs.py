@@ -18,9 +18,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from hanzo_stream import dead_letter as dl
-from hanzo_stream import jvm
-from hanzo_stream.connection import ConnectionError_
+from hanzo_stream.artifacts import jvm
+from hanzo_stream.core import dead_letter as dl
+from hanzo_stream.core.connection import ConnectionError_
 from hanzo_stream.jobs import archive, clickhouse, kafka_out, offsets, process, spark, spark_archive
 from hanzo_stream.jobs.billing_ids import billing_id, event_id, settlement_id
 from hanzo_stream.jobs.cli import app

@@ -1,4 +1,4 @@
-"""Every local JVM starts through hanzo_stream/jvm.py: one java, one JIT choice."""
+"""Every local JVM starts through hanzo_stream/artifacts/jvm.py: one java, one JIT choice."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jvm
+from hanzo_stream.artifacts import jvm
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import kafka_tools
-from hanzo_stream.connection import Connection
+from hanzo_stream.artifacts import kafka_tools
+from hanzo_stream.core.connection import Connection
 
 CONN = Connection("127.0.0.1:9093", username="admin", password="s3cret", ca_file="/ca.pem")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import uuid
 
-from hanzo_stream.broker_config import kraft_uuid
+from hanzo_stream.core.broker_config import kraft_uuid
 from hanzo_stream.local.kafka import random_uuid
 from infra.program import derived_cluster_id
 

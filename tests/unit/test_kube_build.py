@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from hanzo_stream import versions
+from hanzo_stream.artifacts import versions
 from hanzo_stream.kube import build
 
 ROOT = Path(__file__).resolve().parents[2]

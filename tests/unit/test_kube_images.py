@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import jars, versions
+from hanzo_stream.artifacts import jars, versions
 from hanzo_stream.kube import images
 from hanzo_stream.local.kafka import LOG4J2
 from infra import broker as infra_broker

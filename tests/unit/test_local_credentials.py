@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from hanzo_stream import state
+from hanzo_stream.core import state
+from hanzo_stream.core.secret_files import write_secret
 from hanzo_stream.local import credentials
-from hanzo_stream.secret_files import write_secret
 
 
 def test_a_secret_file_is_0600_from_the_start_and_replaced_whole(tmp_path):

@@ -16,11 +16,11 @@ import pytest
 from rich.console import Console
 
 from hanzo_stream.client.router import Accepted, Refused, Router
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.jobs import process
 from hanzo_stream.local import demo, kafka, platform
 from hanzo_stream.local.cli import component_line
 from hanzo_stream.schemas.store import load
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hanzo_stream import dead_letter as dl
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.local import credentials, object_store, prometheus
 from hanzo_stream.monitoring import alertmanager, pager_inbox
 from hanzo_stream.monitoring.dead_letter_monitor import Labels, Monitor

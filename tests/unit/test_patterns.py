@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.schemas.compat import compare_files
 from hanzo_stream.schemas.patterns import PATTERN_INPUT_MAX, backtracking_risk
 from hanzo_stream.schemas.store import load
 from hanzo_stream.schemas.validate import validate_schemas
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_EMAIL = r"^[^@ \t\r\n]+@[^@ \t\r\n]+\.[^@ \t\r\n]+$"  # shipped until 2026-11-27

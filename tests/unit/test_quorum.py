@@ -1,4 +1,4 @@
-"""The quorum's decisions (hanzo_stream/quorum.py) over what real brokers answered
+"""The quorum's decisions (hanzo_stream/pods/quorum.py) over what real brokers answered
 (tests/unit/data/quorum/, recorded from Kafka 4.4.0 by record.py there): the three shapes of
 DescribeQuorum read alike, the join sidecar's actions and the roller's check. The join
 sidecar's own sh is held to the same answers in test_infra_growth.py."""
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.quorum import (
+from hanzo_stream.pods.quorum import (
     ADD,
     FOLLOWER,
     LEADER,
@@ -65,7 +65,7 @@ ANSWERED = [n for n in SCENARIOS if recorded(n).replication is not None]
 
 
 def test_every_scenario_was_recorded_from_the_pinned_kafka():
-    from hanzo_stream.versions import KAFKA_VERSION
+    from hanzo_stream.artifacts.versions import KAFKA_VERSION
 
     assert len(SCENARIOS) == 11 and "majority-stopped" not in ANSWERED
     assert {json.loads((DATA / n / "scenario.json").read_text())["kafka"] for n in SCENARIOS} == {

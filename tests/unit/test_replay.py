@@ -1,4 +1,4 @@
-"""Dead-letter replay judges each letter before writing (hanzo_stream/replay.py): a letter any
+"""Dead-letter replay judges each letter before writing (hanzo_stream/client/replay.py): a letter any
 principal could have written cannot plant a record in a topic its writer does not produce."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream import dead_letter as dl
 from hanzo_stream.client import envelope
+from hanzo_stream.client.replay import MISSING, Letter, judge, judge_all
 from hanzo_stream.client.router import Router
-from hanzo_stream.client.validator import Validator
-from hanzo_stream.replay import MISSING, Letter, judge, judge_all
+from hanzo_stream.core import dead_letter as dl
 from hanzo_stream.schemas.store import load
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = envelope.build("llm.usage.completed", "llm-gateway", {

@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.broker_config import PROFILES, Replication
+from hanzo_stream.core.broker_config import PROFILES, Replication
 from hanzo_stream.reconcile import ClusterState, Options, Plan, make_plan
 from hanzo_stream.reconcile.changes import (
     AddPartitions,

@@ -1,4 +1,4 @@
-"""The roll gate's verdicts (hanzo_stream/roll_gate.py) on modelled cluster metadata; the
+"""The roll gate's verdicts (hanzo_stream/pods/roll_gate.py) on modelled cluster metadata; the
 same gate against real brokers is in tests/integration/test_failover.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.roll_gate import (
+from hanzo_stream.pods.roll_gate import (
     ALIVE,
     EVERYONE_GOES,
     IN_SYNC,

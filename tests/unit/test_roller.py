@@ -1,4 +1,4 @@
-"""The roller (hanzo_stream/roller.py) against a model of the StatefulSet controller and the
+"""The roller (hanzo_stream/pods/roller.py) against a model of the StatefulSet controller and the
 quorum: every out-of-date broker restarted once, one at a time, each only when every pod is
 Ready (in sync) and every other voter has caught up with the quorum's leader, the active
 controller last, so a roll elects a leader once."""
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hanzo_stream.quorum import FOLLOWER, LEADER, MAX_LAG, Describe, Replica
-from hanzo_stream.roller import Cluster, Pod, Step, next_step, pick, roll
+from hanzo_stream.pods.quorum import FOLLOWER, LEADER, MAX_LAG, Describe, Replica
+from hanzo_stream.pods.roller import Cluster, Pod, Step, next_step, pick, roll
 
 OLD, NEW = "kafka-old", "kafka-new"
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -226,7 +226,7 @@ def test_a_voter_behind_while_its_pod_is_ready_holds_the_roll_until_it_caught_up
     nothing restarts until it has caught up, and the log says who is waited for."""
     model = Model(3, leader=0, seed=2)
     model.lag[1], model.behind_until[1] = 5000, 8
-    with caplog.at_level("INFO", logger="hanzo_stream.roller"):
+    with caplog.at_level("INFO", logger="hanzo_stream.pods.roller"):
         restarted = roll(model.cluster(), "kafka", interval=0, sleep=lambda _: None, **bounded())
     assert restarted == ["kafka-2", "kafka-1", "kafka-0"]
     assert model.deleted_at[0] >= 8 and model.lagging_at_delete == [[], [], []]

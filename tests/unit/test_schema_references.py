@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_stream.client.validator import Validator
 from hanzo_stream.schemas.store import BASE_ID, MAX_DEPTH, SchemaFileError, load
 from hanzo_stream.schemas.validate import validate_schemas
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = "llm.usage.completed"

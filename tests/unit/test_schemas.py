@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hanzo_stream import dead_letter
-from hanzo_stream.client.validator import Validator
+from hanzo_stream.core import dead_letter
 from hanzo_stream.schemas.cli import app
 from hanzo_stream.schemas.store import DEAD_LETTER_TYPE, load
 from hanzo_stream.schemas.validate import check_registry, validate_all, validate_schemas
+from hanzo_stream.schemas.validator import Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from hanzo_stream import state
+from hanzo_stream.core import state
 
 # A leader that starts a child which burns ~1 s of CPU and keeps running (not yet reaped, as a
 # Spark driver's JVM), then burns ~0.5 s itself and waits.

@@ -1,4 +1,4 @@
-"""The local Spark drivers' class archive (hanzo_stream/jvm.py): named for the java binary
+"""The local Spark drivers' class archive (hanzo_stream/artifacts/jvm.py): named for the java binary
 and the jars it was made from, used only in the quick mode and once it exists (a driver never
 waits for it or fails without it)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hanzo_stream import jvm
+from hanzo_stream.artifacts import jvm
 from hanzo_stream.jobs import spark_archive
 
 

@@ -1,12 +1,12 @@
-"""The takeover's pure part (hanzo_stream/takeover.py): reading the old directory, the
+"""The takeover's pure part (hanzo_stream/pods/takeover.py): reading the old directory, the
 configuration of the node that takes it over. The switch itself: tests/integration/test_takeover.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from hanzo_stream import takeover
-from hanzo_stream.broker_config import BrokerSettings, Node, broker_config
+from hanzo_stream.core.broker_config import BrokerSettings, Node, broker_config
+from hanzo_stream.pods import takeover
 
 
 def _settings(node_id: int = 0) -> BrokerSettings:

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hanzo_stream import tls_reload
-from hanzo_stream.broker_config import BrokerSettings, Node, broker_config
+from hanzo_stream.core.broker_config import BrokerSettings, Node, broker_config
+from hanzo_stream.pods import tls_reload
 
 PEM = serialization.Encoding.PEM
 NOW = dt.datetime(2026, 11, 27, 12, tzinfo=dt.UTC)
@@ -296,7 +296,7 @@ def test_the_sidecar_stops_at_sigterm(tmp_path):
     tls, keystore, props = _pod(tmp_path, CURRENT)
     env = {**os.environ, "HANZO_STREAM_BOOTSTRAP": "127.0.0.1:1",
            "HANZO_STREAM_SECURITY_PROTOCOL": "PLAINTEXT", "HOSTNAME": "kafka-2"}
-    proc = subprocess.Popen([sys.executable, "-m", "hanzo_stream.tls_reload", "--tls-dir", str(tls),
+    proc = subprocess.Popen([sys.executable, "-m", "hanzo_stream.pods.tls_reload", "--tls-dir", str(tls),
                              "--keystore", str(keystore), "--properties", str(props)],
                             env=env, stderr=subprocess.PIPE, text=True)
     try:  # its first line comes once its handler is installed: no fixed wait (a loaded machine

@@ -150,7 +150,7 @@ def test_every_action_is_pinned_by_commit_and_go_is_the_pinned_release():
     assert go["with"]["go-version"] == "${{ steps.pins.outputs.go }}" and "GO_VERSION" in pins["run"]
     out = subprocess.run(["bash", "-c", pins["run"].replace('>> "$GITHUB_OUTPUT"', "")], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    from hanzo_stream.versions import GO_VERSION
+    from hanzo_stream.artifacts.versions import GO_VERSION
 
     assert out.strip() == f"go={GO_VERSION}"
 
@@ -190,7 +190,7 @@ def test_pull_requests_validate_gate_and_plan_but_never_apply():
 
 def _secrets(job: dict) -> set[str]:
     """The repository secrets a job reads, without their common prefix (GitHub's names, not
-    variables the code reads: hanzo_stream/environment.py does not list them)."""
+    variables the code reads: hanzo_stream/core/environment.py does not list them)."""
     return set(re.findall(r"secrets\.HANZO_STREAM_([A-Z_]+)", yaml.safe_dump(job)))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...broker_config import PROFILES, Replication
+from ...core.broker_config import PROFILES, Replication
 from ...registry.model import Registry
 from .. import replication
 from ..changes import Change, ClearThrottle, Diff, RaiseReplication

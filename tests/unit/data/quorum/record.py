@@ -24,13 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hanzo_stream import jars
-from hanzo_stream.broker_config import to_server_properties
-from hanzo_stream.jvm import java, jit_flags
+from hanzo_stream.artifacts import jars
+from hanzo_stream.artifacts.jvm import java, jit_flags
+from hanzo_stream.artifacts.versions import KAFKA_VERSION
+from hanzo_stream.core.broker_config import to_server_properties
+from hanzo_stream.core.secret_files import write_secret
 from hanzo_stream.local import kafka
 from hanzo_stream.local.credentials import Credentials
-from hanzo_stream.secret_files import write_secret
-from hanzo_stream.versions import KAFKA_VERSION
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
 HEAP_MB = 256

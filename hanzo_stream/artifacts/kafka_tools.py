@@ -17,10 +17,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .broker_config import to_server_properties
-from .connection import Connection
+from ..core.broker_config import to_server_properties
+from ..core.connection import Connection
+from ..core.secret_files import write_secret
 from .jvm import java, jit_flags
-from .secret_files import write_secret
 
 # Each script of Kafka 4.4.0 that the broker image ships, the broker entrypoint, its join
 # sidecar and the runbooks run, and the class it starts (a unit test finds every class in the

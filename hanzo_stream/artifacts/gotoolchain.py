@@ -7,7 +7,7 @@ release as the module golang.org/toolchain (what GOTOOLCHAIN downloads), whose z
 whole distribution. It is fetched once into ~/.cache/hanzo-stream/go/<release> and checked
 against the module hash pinned in versions.py (sum.golang.org is not reachable here).
 
-`python -m hanzo_stream.gotoolchain` prints the go binary's path (.ci/install-*.sh use it).
+`python -m hanzo_stream.artifacts.gotoolchain` prints the go binary's path (.ci/install-*.sh use it).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from ..core.paths import cache_dir
 from . import versions
-from .paths import cache_dir
 
 
 class ToolchainError(RuntimeError):

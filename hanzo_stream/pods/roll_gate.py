@@ -45,7 +45,7 @@ from typing import Any
 from . import in_cluster
 from .in_cluster import SA_DIR
 
-log = logging.getLogger("hanzo_stream.roll_gate")
+log = logging.getLogger("hanzo_stream.pods.roll_gate")
 IN_SYNC, SAFE, ALIVE = "in-sync", "safe-to-stop", "alive"  # the files the probes read
 EVERYONE_GOES = "everyone-goes"  # the set is being deleted: the broker's shell reads it (infra/broker.py)
 RECONNECT_AFTER = 3  # failed metadata reads in a row before the admin client is made anew
@@ -206,9 +206,9 @@ def run(broker: int, state_dir: Path, admin, interval: float = 5.0,
 def main(argv: list[str] | None = None) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from .connection import Connection, pod_ordinal
+    from ..core.connection import Connection, pod_ordinal
 
-    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roll_gate",
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.pods.roll_gate",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--broker", type=int,
                     help="this broker's node id (default: the pod's ordinal, from HOSTNAME)")

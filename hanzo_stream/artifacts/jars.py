@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..core.paths import cache_dir
 from . import versions as v
-from .paths import cache_dir
 from .versions import JMX_EXPORTER_VERSION, KAFKA_LOG4J2, KAFKA_VERSION, S3PROXY_VERSION, SCALA_BINARY
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">

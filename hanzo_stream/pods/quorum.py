@@ -11,7 +11,7 @@ of three shapes, all read into one `Describe`:
 - `describe --status` (parse_status): voters and observers with their directory ids, no
   lag; what the local cluster reads (hanzo_stream/local/kafka.py quorum_status);
 - the Admin API's DescribeQuorum answer as kafka-python returns it (from_admin): what the
-  roller reads (hanzo_stream/roller.py).
+  roller reads (hanzo_stream/pods/roller.py).
 
 `quorum_verdict(describe, node, directory, max_lag)` decides, for `node` whose metadata log
 directory id is `directory`: the join sidecar's next action (READY: a voter with this

@@ -28,10 +28,10 @@ import fastjsonschema
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from ..schemas.patterns import guard_patterns
-from ..schemas.store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
 from . import refusals as R
+from .patterns import guard_patterns
 from .refusals import Invalid, show
+from .store import DEAD_LETTER_TYPE, ENVELOPE, ENVELOPE_ID, SchemaSet
 
 __all__ = ["Invalid", "Validator"]
 

@@ -1,7 +1,7 @@
 """The Dockerfiles of the two published images (images/Dockerfile.reconciler, .spark).
 
 Rendered from versions.py and jars.py, so a pin is changed in one place and the Dockerfiles
-follow: `python -m hanzo_stream.dockerfiles` writes them, and a unit test holds the files in
+follow: `python -m hanzo_stream.artifacts.dockerfiles` writes them, and a unit test holds the files in
 the repository to this rendering. (The local Kubernetes builds its images without Docker or
 a registry, from the same pins: hanzo_stream/kube/images.py.)
 """
@@ -14,11 +14,12 @@ from pathlib import Path
 from . import jars
 from . import versions as v
 
-IMAGES = Path(__file__).resolve().parents[1] / "images"
+IMAGES = Path(__file__).resolve().parents[2] / "images"
 APP_HOME = "/opt/hanzo-stream"  # where infra/ expects the repository files and jars
 JMX_AGENT = f"{APP_HOME}/jmx/jmx_prometheus_javaagent.jar"  # infra/settings.py JMX_AGENT_IN_IMAGE
-HEADER = ("# Rendered by `python -m hanzo_stream.dockerfiles` from hanzo_stream/versions.py and\n"
-          "# hanzo_stream/jars.py; edit those, not this file. Build from the repository root:\n")
+HEADER = ("# Rendered by `python -m hanzo_stream.artifacts.dockerfiles` from\n"
+          "# hanzo_stream/artifacts/versions.py and hanzo_stream/artifacts/jars.py; edit those, not this\n"
+          "# file. Build from the repository root:\n")
 
 
 def reconciler() -> str:

@@ -14,7 +14,7 @@ SCALA_BINARY = "2.13"
 KAFKA_LOG4J2 = "2.25.5"
 
 # The standard's running cluster (insights-kafka, bitnami/kafka:3.7, KRaft combined mode): the
-# release the takeover starts from (hanzo_stream/takeover.py), its jars from Maven Central.
+# release the takeover starts from (hanzo_stream/pods/takeover.py), its jars from Maven Central.
 # renovate: held (the standard's running cluster, not ours to move)
 TAKEOVER_FROM_KAFKA = "3.7.2"
 # log4j 1 (reload4j) binding of Kafka 3.x, as its distribution ships it.
@@ -67,7 +67,8 @@ SPARK_SCALA = "2.13"  # Spark 4 is built for Scala 2.13 only
 SPARK_KAFKA_CLIENTS = "3.9.2"
 # renovate: follows SPARK_VERSION (the connector's POM)
 SPARK_COMMONS_POOL2 = "2.13.1"
-# The bases of this project's own images (images/Dockerfile.*, rendered by hanzo_stream/dockerfiles.py).
+# The bases of this project's own images (images/Dockerfile.*, rendered by
+# hanzo_stream/artifacts/dockerfiles.py).
 # renovate: datasource=docker depName=docker.io/library/python
 PYTHON_BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
 # renovate: follows SPARK_VERSION
@@ -105,7 +106,7 @@ SPARK_BASELINE_KAFKA_CLIENTS = "3.4.1"
 # renovate: follows SPARK_BASELINE_VERSION (the connector's POM)
 SPARK_BASELINE_COMMONS_POOL2 = "2.11.1"
 
-# The Go toolchain every Go build here uses (hanzo_stream/gotoolchain.py): the machine's own if
+# The Go toolchain every Go build here uses (hanzo_stream/artifacts/gotoolchain.py): the machine's own if
 # it is at least this release, else this release fetched from the Go module proxy
 # (golang.org/toolchain, what `GOTOOLCHAIN` downloads). At least every kube/*/go.mod's `go` line.
 # renovate: datasource=golang-version depName=go

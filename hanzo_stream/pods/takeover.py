@@ -32,8 +32,8 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .broker_config import BrokerSettings, broker_config
-from .versions import KAFKA_VERSION
+from ..artifacts.versions import KAFKA_VERSION
+from ..core.broker_config import BrokerSettings, broker_config
 
 LEGACY = "LEGACY"  # the standard's PLAINTEXT listener, kept through the transition
 MIN_FROM = (3, 3)  # the oldest KRaft release Kafka 4 upgrades from in place

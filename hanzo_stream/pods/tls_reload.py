@@ -33,8 +33,8 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
-from .broker_config import CLIENT, INTERNAL
-from .secret_files import write_secret
+from ..core.broker_config import CLIENT, INTERNAL
+from ..core.secret_files import write_secret
 
 #: The listeners whose store locations are sent. Kafka then re-reads every store file that
 #: changed, the CONTROLLER listener's and the clients between brokers and controllers included
@@ -196,7 +196,7 @@ def fingerprint(pem: bytes) -> str:
 
 # ------------------------------------------------------------------ the broker pod's sidecar
 
-log = logging.getLogger("hanzo_stream.tls_reload")
+log = logging.getLogger("hanzo_stream.pods.tls_reload")
 
 
 @dataclass
@@ -304,9 +304,9 @@ def _stop(*_: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from .connection import Connection, pod_ordinal
+    from ..core.connection import Connection, pod_ordinal
 
-    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.tls_reload",
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.pods.tls_reload",
                                  description="Serve a renewed broker certificate without a restart.")
     ap.add_argument("--tls-dir", type=Path, required=True, help="the mounted TLS Secret")
     ap.add_argument("--keystore", type=Path, required=True, help="the PEM file the broker reads")

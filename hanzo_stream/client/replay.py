@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from . import dead_letter as dl
-from .client.router import Accepted, Router
-from .registry import Registry
-from .registry.policy import PROTECTED_TOPICS
+from ..core import dead_letter as dl
+from ..registry import Registry
+from ..registry.policy import PROTECTED_TOPICS
+from .router import Accepted, Router
 
 DEAD_LETTER_PARTITION = 0  # dead_letter has one partition (arrival order is replay order)
 REPLAYED_FROM = "hs.replayed.from"
@@ -227,7 +227,7 @@ def write(verdicts: list[Verdict], connections: Mapping[str, object]) -> list[st
     """Write every accepted verdict as its writer (acks=all, idempotent); the errors."""
     from confluent_kafka import Producer
 
-    from .client.producer import producer_config
+    from .producer import producer_config
 
     errors: list[str] = []
     for writer in sorted({v.writer for v in verdicts if v.accepted and v.writer}):

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .paths import cache_dir
+from ..core.paths import cache_dir
 
 JIT_ENV = "HANZO_STREAM_LOCAL_JIT"
 QUICK = ("-XX:TieredStopAtLevel=1",)

@@ -10,11 +10,11 @@ this after every `pulumi up` that changes the pod template (infra/roller.py). Ea
 
 - wait until the StatefulSet controller has seen the new template, and every pod exists and
   is Ready. Ready means the roll gate's verdict: this broker's replicas are all in their ISR
-  (hanzo_stream/roll_gate.py), so a restarted broker counts as back only once caught up;
+  (hanzo_stream/pods/roll_gate.py), so a restarted broker counts as back only once caught up;
 - pick the next out-of-date pod, highest ordinal first, the active controller last. The
   quorum is asked (DescribeQuorum) just before each pick, since the leader moves, and the pod
   goes only if the quorum has a leader and every other voter is within `max_lag` records of
-  it (hanzo_stream/quorum.py, as Strimzi's KafkaQuorumCheck): every broker is a controller,
+  it (hanzo_stream/pods/quorum.py, as Strimzi's KafkaQuorumCheck): every broker is a controller,
   and one voter still replaying its log while another restarts leaves no majority. A quorum
   that cannot be asked restarts nothing either;
 - delete it, only that very pod (a uid precondition). Its preStop hook holds the broker until
@@ -43,7 +43,7 @@ from typing import Any
 
 from .quorum import MAX_LAG, Describe, from_admin, quorum_verdict
 
-log = logging.getLogger("hanzo_stream.roller")
+log = logging.getLogger("hanzo_stream.pods.roller")
 STATEFULSETS, PODS = "apis/apps/v1/statefulsets", "api/v1/pods"
 
 
@@ -218,10 +218,10 @@ def quorum_leader(connect: Callable[[], Any]) -> Callable[[], int | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..core.connection import Connection
     from . import in_cluster
-    from .connection import Connection
 
-    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.roller",
+    ap = argparse.ArgumentParser(prog="python -m hanzo_stream.pods.roller",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--statefulset", default=os.environ.get("STATEFULSET", "kafka"))
     ap.add_argument("--interval", type=float, default=5.0)
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-lag", type=int, default=MAX_LAG,
                     help="restart a controller only while every other voter is within this "
                          f"many records of the quorum's leader (default {MAX_LAG}, "
-                         "hanzo_stream/quorum.py MAX_LAG)")
+                         "hanzo_stream/pods/quorum.py MAX_LAG)")
     a = ap.parse_args(argv)
     since = datetime.now(UTC) if a.restart_all else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s roller %(message)s")

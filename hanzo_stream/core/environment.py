@@ -1,6 +1,6 @@
 """Every HANZO_STREAM_* environment variable the platform reads or sets, in one table.
 
-docs/environment.md is rendered from it (`python -m hanzo_stream.environment`), and
+docs/environment.md is rendered from it (`python -m hanzo_stream.core.environment`), and
 tests/unit/test_environment.py fails when code reads a variable this table does not list, or
 the page differs from the table.
 """
@@ -130,7 +130,7 @@ def render() -> str:
     lines = ["# Environment variables",
              "",
              "Every `HANZO_STREAM_*` variable the platform reads or sets, generated from",
-             "`hanzo_stream/environment.py` (`python -m hanzo_stream.environment`). The flags of",
+             "`hanzo_stream/core/environment.py` (`python -m hanzo_stream.core.environment`). The flags of",
              "each command say in `--help` which variable they override.",
              "",
              "| variable | used by | meaning |",
@@ -139,7 +139,7 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "environment.md"
 
 if __name__ == "__main__":
     DOC.write_text(render())

@@ -1,12 +1,12 @@
 """Every way an event is refused, once: its error class and the sentence that says the fix.
 
-The client (router.py, validator.py, keying.py) and the Spark jobs' compiled contract
-(jobs/contract.py) both build their messages from this table, so a dead letter reads the same
-whoever wrote it. A message is a `rule`, which only needs what the schema and the topic know
-(the field, the allowed values, the limit), then for the client a `detail` about the value it
-saw ("; got ..."), which the jobs leave out: the JVM would have to re-render the value as
-Python does. tests/integration/test_contract_parity.py holds both sides to exactly that:
-the job's message is the client's without its detail.
+The validator (validator.py), the client (client/router.py, client/keying.py) and the Spark
+jobs' compiled contract (jobs/contract.py) all build their messages from this table, so a dead
+letter reads the same whoever wrote it. A message is a `rule`, which only needs what the schema
+and the topic know (the field, the allowed values, the limit), then for the client a `detail`
+about the value it saw ("; got ..."), which the jobs leave out: the JVM would have to re-render
+the value as Python does. tests/integration/test_contract_parity.py holds both sides to exactly
+that: the job's message is the client's without its detail.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from ..schemas.store import ENVELOPE
+from .store import ENVELOPE
 
 TS_EXAMPLE = "2026-11-22T10:00:00.123Z"
 ARTICLE = {"integer": "an integer", "string": "a string", "object": "an object", "array": "an array",
