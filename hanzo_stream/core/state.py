@@ -43,10 +43,14 @@ def pid_alive(pid: int | None, marker: str) -> bool:
     if not pid:
         return False
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        return marker in cmdline(pid)
     except OSError:
         return False
-    return marker in cmdline.decode(errors="replace")
+
+
+def cmdline(pid: int | str) -> str:
+    """A process' command line, its arguments joined by spaces (OSError once it is gone)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
 
 
 def session_cpu(sid: int) -> float:
@@ -78,16 +82,21 @@ def running_url(home: Path, name: str) -> str | None:
     return rec.get("url") if pid_alive(rec.get("pid"), marker) else None
 
 
+def write_record(home: Path, name: str, pid: int | None, port: int | None, url: str | None,
+                 extra: dict[str, Any]) -> Path:
+    """Write a background process' record (read_record's), whole or not at all."""
+    f = record_file(home, name)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": pid, "port": port, "url": url, "extra": extra}, indent=2))
+    tmp.replace(f)
+    return f
+
+
 def publish_url(home: Path, name: str, url: str, port: int) -> Path:
     """Record an endpoint this process serves, as a daemon's record ({pid, port, url, extra}).
 
     A job's command line names its spec, not its state directory, so the record is trusted
     while this pid still runs this same command line (extra.cmdline), not `home`."""
-    cmdline = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    f = record_file(home, name)
-    f.parent.mkdir(parents=True, exist_ok=True)
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "port": port, "url": url,
-                               "extra": {"cmdline": cmdline.strip()}}, indent=2))
-    tmp.replace(f)
-    return f
+    return write_record(home, name, os.getpid(), port, url,
+                        {"cmdline": cmdline("self").strip()})

@@ -8,7 +8,6 @@ marker (a path under <home>), so a reused pid is never signalled.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -57,9 +56,7 @@ class Daemon:
         return d
 
     def save(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        data = {"pid": self.pid, "port": self.port, "url": self.url, "extra": self.extra}
-        self.state_file.write_text(json.dumps(data, indent=2))
+        state.write_record(self.home, self.name, self.pid, self.port, self.url, self.extra)
 
     def alive(self) -> bool:
         if not self.pid:
