@@ -4,7 +4,8 @@ Every broker is a KRaft voter (combined mode), so restarting one takes a control
 and a quorum of three with one voter still replaying its log and another restarting has no
 majority: no metadata change commits, no partition leader moves. Strimzi's KafkaQuorumCheck
 asks the same before its roller takes a controller. The facts are DescribeQuorum's, in one
-of three shapes, all read into one `Describe`:
+of three shapes: the replication table and the Admin API's answer read into one `Describe`,
+the status (which has no lag) into a `Status`:
 
 - `kafka-metadata-quorum describe --replication` (parse_replication): what the join
   sidecar reads (infra/broker.py join_script);
