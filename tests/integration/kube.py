@@ -203,10 +203,12 @@ def record(change: str, **facts: Any) -> None:
     print(f"\n{change}: {json.dumps(facts, sort_keys=True)}")
 
 
-def brokers_ready(stack: Stack, n: int | None = None) -> bool:
+def brokers_ready(stack: Stack, n: int | None = None, name: str = "kafka") -> bool:
     """All brokers (n, or the StatefulSet's replicas) ready on its update revision: a roll
-    has finished. (Not currentRevision: an OnDelete StatefulSet never advances it.)"""
-    sts = stack.json("statefulset", "kafka")
+    has finished. (Not currentRevision: an OnDelete StatefulSet never advances it. And only
+    once the controller has seen the template: right after `pulumi up` the status is still
+    the last roll's.)"""
+    sts = stack.json("statefulset", name)
     st, n = sts["status"], n or sts["spec"]["replicas"]
     return st.get("observedGeneration") == sts["metadata"]["generation"] \
         and st.get("readyReplicas") == n and st.get("updatedReplicas") == n

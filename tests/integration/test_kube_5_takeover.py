@@ -30,7 +30,7 @@ from hanzo_stream.kube.deploy import Deployer
 from hanzo_stream.pods import takeover
 
 from .conftest import KEEP_NODE, wait_for
-from .kube import ROOT, Stack, admin_properties, checkout_with, in_node, record
+from .kube import ROOT, Stack, admin_properties, brokers_ready, checkout_with, in_node, record
 from .legacy_kafka import topic_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
@@ -201,8 +201,7 @@ def test_insights_kafka_is_taken_over_on_kubernetes(node, tmp_path):
         # default), LEGACY kept while the window is open.
         t1 = time.monotonic()
         stack.up(takeoverSwitch=False)
-        wait_for(lambda: (st := stack.json("statefulset", NAME)["status"]).get("readyReplicas") == 1
-                 and st.get("currentRevision") == st.get("updateRevision"), 600, "the roll")
+        wait_for(lambda: brokers_ready(stack, 1, NAME), 600, "the roll")
         settle_s = time.monotonic() - t1
         time.sleep(5)  # the producer acknowledged again after the roll
     finally:
